@@ -1,0 +1,1 @@
+"""Benchmarks: ``stratacrawl bench NAME [--json]``. Each module has ``run(quick) -> Iterable[Figure]``."""

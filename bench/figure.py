@@ -1,0 +1,34 @@
+"""One measured figure in the STYLE.md rule 11 format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Figure:
+    bench: str
+    metric: str
+    value: float
+    unit: str
+    baseline: float | None = None
+    baseline_name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline in (None, 0):
+            return None
+        return round(self.value / self.baseline, 3)  # type: ignore[operator]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bench": self.bench, "metric": self.metric, "value": round(self.value, 3),
+                "unit": self.unit,
+                "baseline": None if self.baseline is None else round(self.baseline, 3),
+                "baseline_name": self.baseline_name, "ratio": self.ratio, **self.extra}
+
+    def describe(self) -> str:
+        base = (f"  (baseline {self.baseline:,.1f} {self.unit}: {self.baseline_name}; "
+                f"ratio {self.ratio})") if self.baseline is not None else ""
+        return f"{self.bench:<10} {self.metric:<32} {self.value:>14,.2f} {self.unit}{base}"

@@ -1,0 +1,40 @@
+"""Register the connection blocks from the environment (``STRATACRAWL_*``).
+
+Run by ``stratacrawl up`` against its local server; against any other Prefect API:
+``PREFECT_API_URL=... python -m deployments.bootstrap``. Tiers with no URL in the
+environment get no block (flows then use the embedded servers).
+"""
+
+from __future__ import annotations
+
+import os
+
+from blocks.connections import (
+    ElasticsearchConnection,
+    PostgresConnection,
+    RedisConnection,
+    SourcesFileBlock,
+)
+
+
+def register() -> list[str]:
+    env = os.environ
+    saved = []
+    plain = env.get("STRATACRAWL_ES_PLAIN_JSON", "false").lower() in {"1", "true", "yes"}
+    pairs = [
+        ("stratacrawl-redis", "STRATACRAWL_REDIS_URL", lambda u: RedisConnection(url=u)),
+        ("stratacrawl-elasticsearch", "STRATACRAWL_ELASTICSEARCH_URL",
+         lambda u: ElasticsearchConnection(url=u, plain_json=plain,
+                                           index_prefix=env.get("STRATACRAWL_ES_INDEX_PREFIX", ""))),
+        ("stratacrawl-postgres", "STRATACRAWL_DATABASE_URL", lambda u: PostgresConnection(url=u)),
+        ("stratacrawl-sources", "STRATACRAWL_SOURCES", lambda u: SourcesFileBlock(path=u)),
+    ]
+    for name, var, build in pairs:
+        if env.get(var):
+            build(env[var]).save(name, overwrite=True)
+            saved.append(name)
+    return saved
+
+
+if __name__ == "__main__":
+    print("registered blocks:", ", ".join(register()) or "none")

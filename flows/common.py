@@ -1,0 +1,46 @@
+"""What every flow does first: settings from blocks and environment, tiers up."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import acreate_markdown_artifact
+
+from blocks.connections import BLOCK_NAMES
+from stratacrawl.runtime import Runtime
+from stratacrawl.services import Services
+from stratacrawl.settings import Settings
+
+
+async def load_settings(**overrides: Any) -> Settings:
+    """Environment settings, overridden by any registered connection block, then by ``overrides``."""
+    values: dict[str, Any] = {}
+    for name, block_cls in BLOCK_NAMES.items():
+        try:
+            block = await block_cls.aload(name)
+        except ValueError:  # not registered: keep the environment's value
+            continue
+        values.update(block.settings_overrides())  # type: ignore[attr-defined]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values)
+
+
+@contextlib.asynccontextmanager
+async def runtime(**overrides: Any) -> AsyncIterator[Runtime]:
+    """Tiers for one flow run: configured servers, or embedded ones (stopped afterwards
+    unless already running, e.g. under ``stratacrawl up``)."""
+    settings = await load_settings(**overrides)
+    with Services(settings) as endpoints:
+        rt = Runtime(settings, endpoints)
+        await rt.prepare()
+        yield rt
+
+
+async def publish(key: str, title: str, lines: list[str]) -> None:
+    """A Markdown artifact, also written to the run log."""
+    md = f"## {title}\n\n" + "\n".join(lines)
+    get_run_logger().info(md)
+    await acreate_markdown_artifact(key=key, markdown=md, description=title)

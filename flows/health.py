@@ -1,0 +1,29 @@
+"""health: check and prepare every tier (migrations, index templates); report versions."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.runtime import check_elasticsearch, check_postgres, check_redis
+
+
+@flow(name="health", log_prints=True)
+async def health() -> dict[str, str]:
+    """Checks Redis, Elasticsearch and PostgreSQL, applies migrations and index templates."""
+    async with runtime() as rt:
+        versions = {
+            "redis": await check_redis(rt),
+            "elasticsearch": await check_elasticsearch(rt),
+            "postgres": await check_postgres(rt),
+        }
+    await publish("stratacrawl-health", "Tier health",
+                  ["| tier | version |", "| --- | --- |",
+                   *(f"| {k} | {v} |" for k, v in versions.items())])
+    return versions
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    print(asyncio.run(health()))

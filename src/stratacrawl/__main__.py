@@ -1,0 +1,3 @@
+from stratacrawl.cli import app
+
+app(prog_name="stratacrawl")

@@ -1,0 +1,17 @@
+"""Assembles the command groups."""
+
+from __future__ import annotations
+
+import typer
+
+from stratacrawl.cli import bench, demo, doctor, services, sources, stack
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
+app.add_typer(services.app, name="services")
+app.add_typer(sources.app, name="sources")
+app.command("doctor")(doctor.doctor)
+app.command("demo")(demo.demo)
+app.command("up")(stack.up)
+app.command("down")(stack.down)
+app.command("bench")(bench.bench)

@@ -1,0 +1,40 @@
+"""``stratacrawl bench NAME --json``: benchmarks live in the top-level ``bench/`` package."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from stratacrawl.cli.common import console, fail
+
+
+def _bench_root() -> Path:
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        if (candidate / "bench" / "__init__.py").exists():
+            return candidate
+    raise FileNotFoundError("bench/ not found: run from the Stratacrawl checkout")
+
+
+def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup, frontier."),
+          as_json: bool = typer.Option(False, "--json", help="One JSON object per figure."),
+          quick: bool = typer.Option(False, help="Smaller sizes, for a smoke run.")) -> None:
+    """Run a benchmark against real servers; prints figure, baseline and ratio."""
+    try:
+        root = _bench_root()
+    except FileNotFoundError as e:
+        fail(str(e))
+    sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(f"bench.{name.replace('-', '_')}")
+    except ModuleNotFoundError:
+        names = sorted(p.stem for p in (root / "bench").glob("*.py") if not p.stem.startswith("_"))
+        fail(f"no benchmark {name!r}; have: {', '.join(names)}")
+    for figure in module.run(quick=quick):
+        if as_json:
+            print(json.dumps(figure.as_dict()), flush=True)
+        else:
+            console.print(figure.describe())

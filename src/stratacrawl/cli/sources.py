@@ -1,0 +1,25 @@
+"""``stratacrawl sources validate FILE``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from stratacrawl.cli.common import console, err
+from stratacrawl.errors import SourcesError
+from stratacrawl.sources import load_sources
+
+app = typer.Typer(no_args_is_help=True, help="Sources files.")
+
+
+@app.command()
+def validate(file: Path) -> None:
+    """Check a sources file; prints every problem (file, source, field) and exits 1 on any."""
+    try:
+        parsed = load_sources(file)
+    except SourcesError as e:
+        for p in e.problems:
+            err.print(f"[red]✗[/] {p}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]✓[/] {file}: {len(parsed.sources)} source(s): {', '.join(parsed.ids)}")

@@ -1,0 +1,1 @@
+"""Cold tier: PostgreSQL, the durable truth (ledger, URL state, staging, records, history)."""

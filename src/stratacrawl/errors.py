@@ -1,0 +1,99 @@
+"""The exception tree of Stratacrawl.
+
+    StratacrawlError
+    ├── ConfigError                 bad settings or sources file (terminal)
+    │   └── SourcesError            carries every problem found, each with file/source/field
+    ├── ServiceError                a tier cannot be reached or started
+    │   ├── ServiceUnavailable      (transient) connection refused / timed out
+    │   └── ServiceStartError       an embedded server failed to start
+    ├── InvalidURL                  a URL that cannot be crawled (terminal)
+    └── FetchError                  classified once, in the fetcher
+        ├── TransientFetchError     timeouts, resets, 5xx: retried at level 1
+        └── TerminalFetchError      4xx, too large, wrong type: never retried
+
+``Transient`` and ``Terminal`` are mixins so callers can catch by retry policy
+across families.
+"""
+
+from __future__ import annotations
+
+
+class StratacrawlError(Exception):
+    """Base of every error Stratacrawl raises on purpose."""
+
+
+class Transient:
+    """Mixin: trying again later may succeed."""
+
+
+class Terminal:
+    """Mixin: trying again will fail the same way."""
+
+
+class ConfigError(StratacrawlError, Terminal):
+    """Configuration is invalid."""
+
+
+class SourcesError(ConfigError):
+    """A sources file has problems; ``problems`` lists each one."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__(f"{path}: {len(problems)} problem(s)\n  " + "\n  ".join(problems))
+
+
+class ServiceError(StratacrawlError):
+    """A tier (Redis, Elasticsearch, PostgreSQL, Prefect) is not usable."""
+
+    def __init__(self, service: str, url: str | None, reason: str) -> None:
+        self.service = service
+        self.url = url
+        self.reason = reason
+        where = f" at {url}" if url else ""
+        super().__init__(f"{service}{where}: {reason}")
+
+
+class ServiceUnavailable(ServiceError, Transient):
+    """The server did not answer."""
+
+
+class ServiceStartError(ServiceError, Terminal):
+    """An embedded server could not be started."""
+
+
+class InvalidURL(StratacrawlError, ValueError, Terminal):
+    """A URL that cannot be parsed or must not be crawled; ``reason`` is a short code."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        shown = url if len(url) <= 200 else url[:200] + "..."
+        super().__init__(f"invalid URL ({reason}): {shown!r}")
+
+
+class FetchError(StratacrawlError):
+    """A fetch did not produce a usable response."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str,
+        source_id: str | None = None,
+        status_code: int | None = None,
+        kind: str = "error",
+    ) -> None:
+        self.url = url
+        self.source_id = source_id
+        self.status_code = status_code
+        self.kind = kind
+        super().__init__(message)
+
+
+class TransientFetchError(FetchError, Transient):
+    """Timeouts, connection resets, 5xx."""
+
+
+class TerminalFetchError(FetchError, Terminal):
+    """4xx (but 408/429), oversized, wrong content type, robots-disallowed."""

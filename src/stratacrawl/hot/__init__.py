@@ -1,0 +1,1 @@
+"""Hot tier: Redis (queues, leases, limiters, Bloom filter, hot URL state, sessions)."""

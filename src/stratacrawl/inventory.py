@@ -1,0 +1,48 @@
+"""What each tier holds right now: the end-of-run summary of the demo and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from stratacrawl.cold.db import libpq_url
+from stratacrawl.runtime import Runtime
+
+COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results")
+
+
+@dataclass
+class Inventory:
+    redis_keys: int
+    redis_used_mb: float
+    warm_docs: dict[str, int]
+    cold_rows: dict[str, int]
+
+    def lines(self) -> list[str]:
+        warm = ", ".join(f"{k}: {v}" for k, v in self.warm_docs.items()) or "no indices"
+        cold = ", ".join(f"{k}: {v}" for k, v in self.cold_rows.items())
+        return [f"hot  (Redis):         {self.redis_keys} keys, {self.redis_used_mb:.1f} MB used",
+                f"warm (Elasticsearch): {warm}",
+                f"cold (PostgreSQL):    {cold}"]
+
+
+async def take_inventory(rt: Runtime) -> Inventory:
+    async with rt.redis_client() as r:
+        keys = int(await r.dbsize())
+        used = float((await r.info("memory"))["used_memory"]) / 2**20
+    warm: dict[str, int] = {}
+    async with rt.es_client() as es:
+        for family in ("url_dedup", "url_meta"):
+            pattern = f"{rt.layout.prefix}{family}-*"
+            stats = await es.cat.indices(index=pattern, format="json")
+            rows: list[dict[str, Any]] = stats.body if isinstance(stats.body, list) else []
+            warm[family] = sum(int(row.get("docs.count") or 0) for row in rows)
+    cold: dict[str, int] = {}
+    async with await psycopg.AsyncConnection.connect(libpq_url(rt.database_url)) as conn:
+        for table in COLD_TABLES:
+            cur = await conn.execute(f"SELECT count(*) FROM {table}")
+            row = await cur.fetchone()
+            cold[table] = int(row[0]) if row else 0
+    return Inventory(keys, used, warm, cold)

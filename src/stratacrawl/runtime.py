@@ -1,0 +1,90 @@
+"""The composition root: settings + endpoints → ready core objects.
+
+Nothing else in the core reads the environment or decides where a tier lives.
+Async clients are built per event loop by the ``*_client`` methods and closed by
+their callers (``async with``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from elasticsearch import AsyncElasticsearch
+
+from stratacrawl.cold import db
+from stratacrawl.errors import ServiceUnavailable
+from stratacrawl.services import Endpoints
+from stratacrawl.services.resolve import redact
+from stratacrawl.settings import Settings
+from stratacrawl.warm.client import make_client
+from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
+
+
+@dataclass
+class Runtime:
+    """What one process needs to talk to the three tiers."""
+
+    settings: Settings
+    endpoints: Endpoints
+    layout: IndexLayout = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.layout = IndexLayout(prefix=s.es_index_prefix, shards=s.es_shards,
+                                  replicas=s.es_replicas, refresh_interval=s.es_refresh_interval,
+                                  box_type=s.es_box_type)
+
+    @property
+    def database_url(self) -> str:
+        return self.endpoints.database_url
+
+    @property
+    def es_plain_json(self) -> bool:
+        if self.settings.es_plain_json is not None:
+            return self.settings.es_plain_json
+        return "elasticsearch" in self.endpoints.embedded
+
+    def redis_client(self, **kwargs: Any) -> aioredis.Redis:
+        return aioredis.Redis.from_url(  # type: ignore[no-any-return]
+            self.endpoints.redis_url,
+            socket_connect_timeout=self.settings.connect_timeout_s, **kwargs)
+
+    def es_client(self, **kwargs: Any) -> AsyncElasticsearch:
+        return make_client(self.endpoints.elasticsearch_url, plain_json=self.es_plain_json,
+                           **kwargs)
+
+    async def prepare(self) -> None:
+        """Idempotent start-up: schema migrations, index templates, this week's indices."""
+        await asyncio.to_thread(db.migrate, self.database_url)
+        async with self.es_client() as es:
+            await ensure_templates(es, self.layout)
+            await ensure_week_indices(es, self.layout)
+
+
+async def check_redis(rt: Runtime) -> str:
+    url = redact(rt.endpoints.redis_url)
+    try:
+        async with rt.redis_client() as r:
+            info = await asyncio.wait_for(r.info("server"), rt.settings.connect_timeout_s)
+    except (OSError, TimeoutError, aioredis.RedisError) as e:
+        raise ServiceUnavailable("Redis", url, str(e) or type(e).__name__) from None
+    return str(info.get("redis_version", "?"))
+
+
+async def check_elasticsearch(rt: Runtime) -> str:
+    url = redact(rt.endpoints.elasticsearch_url)
+    try:
+        async with rt.es_client(request_timeout=rt.settings.connect_timeout_s,
+                                max_retries=0) as es:
+            info = await es.info()
+    except Exception as e:  # the client raises many transport types
+        raise ServiceUnavailable("Elasticsearch", url, str(e) or type(e).__name__) from None
+    version = info.get("version", {})
+    return f"{version.get('distribution', 'elasticsearch')} {version.get('number', '?')}"
+
+
+async def check_postgres(rt: Runtime) -> str:
+    return await asyncio.to_thread(db.check, rt.database_url, rt.settings.connect_timeout_s)

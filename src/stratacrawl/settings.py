@@ -1,0 +1,38 @@
+"""Process settings from the environment (``STRATACRAWL_*``).
+
+Connection URLs left unset mean "use the embedded server for that tier"; see
+:mod:`stratacrawl.services`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Knobs of one Stratacrawl process."""
+
+    model_config = SettingsConfigDict(env_prefix="STRATACRAWL_", extra="ignore")
+
+    redis_url: str | None = None
+    elasticsearch_url: str | None = None
+    database_url: str | None = None
+    state_dir: Path = Field(default=Path(".stratacrawl"))
+    sources: Path = Field(default=Path("sources.yaml"))
+    # Elasticsearch index layout (warm tier).
+    es_index_prefix: str = ""
+    es_shards: int = 1
+    es_replicas: int = 0
+    es_refresh_interval: str = "30s"
+    es_box_type: str | None = None
+    # The embedded API server rejects the 8.x/9.x compatibility media type; real
+    # clusters keep the default. ``None`` = decide from whether the URL is embedded.
+    es_plain_json: bool | None = None
+    connect_timeout_s: float = 5.0
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir.expanduser().resolve()

@@ -1,0 +1,193 @@
+"""``sources.yaml``: what to crawl and how, one entry per source.
+
+A source is the unit of isolation: its own rate, concurrency, batch size,
+cadence, robots policy, extraction rules and data-quality expectations.
+``load_sources`` reports *every* problem of a file at once, each naming the
+file, the source id and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stratacrawl.errors import SourcesError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """``"30m"`` → 30 minutes. Plain numbers are seconds."""
+    if isinstance(text, int | float):
+        return timedelta(seconds=float(text))
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"expected a duration like 30s, 15m, 6h, 1d; got {text!r}")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def _check_regexes(values: list[str]) -> list[str]:
+    for v in values:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"bad regular expression {v!r}: {e}") from None
+    return values
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldRule(_Strict):
+    """How to extract one field: a CSS selector or an XPath, and a type to coerce to."""
+
+    css: str | None = None
+    xpath: str | None = None
+    attr: str | None = None  # take an attribute instead of the text
+    type: Literal["text", "int", "float", "price", "date", "datetime", "url"] = "text"
+
+
+class ArticleExtract(_Strict):
+    kind: Literal["article"] = "article"
+
+
+class RulesExtract(_Strict):
+    kind: Literal["rules"]
+    fields: dict[str, FieldRule]
+
+
+class JsonExtract(_Strict):
+    """Records from a JSON API: ``items`` is a dotted path to the list of objects."""
+
+    kind: Literal["json"]
+    items: str = "items"
+    id_field: str = "id"
+
+
+Extract = Annotated[ArticleExtract | RulesExtract | JsonExtract, Field(discriminator="kind")]
+
+
+class Source(_Strict):
+    """One source of ``sources.yaml``."""
+
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_-]+$", max_length=64)]
+    seeds: list[str] = Field(min_length=1)
+    allow: list[str] = Field(default_factory=list)
+    follow: list[str] = Field(default_factory=list)
+    items: list[str] = Field(default_factory=list)
+    sitemaps: bool = True
+    rate: Annotated[float, Field(gt=0, le=10_000)] = 1.0
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 2
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 10
+    cadence: str = "1h"
+    priority: Annotated[int, Field(ge=0, le=9)] = 5
+    robots: Literal["obey", "ignore"] = "obey"
+    allow_private_networks: bool = False
+    extract: Extract = Field(default_factory=ArticleExtract)
+    required: list[str] = Field(default_factory=list)
+    expected_daily: Annotated[int, Field(ge=0)] | None = None
+    freshness: str = "1d"
+    snapshots: bool = False
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    max_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
+
+    _regexes = field_validator("allow", "follow", "items")(_check_regexes)
+
+    @field_validator("cadence", "freshness")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @property
+    def cadence_td(self) -> timedelta:
+        return parse_duration(self.cadence)
+
+    @property
+    def freshness_td(self) -> timedelta:
+        return parse_duration(self.freshness)
+
+    def matches(self, kind: Literal["allow", "follow", "items"], url: str) -> bool:
+        patterns: list[str] = getattr(self, kind)
+        return any(re.search(p, url) for p in patterns)
+
+
+class SourcesFile(BaseModel):
+    """The parsed file: sources in file order, looked up by id."""
+
+    path: str
+    sources: list[Source]
+
+    def get(self, source_id: str) -> Source:
+        for s in self.sources:
+            if s.id == source_id:
+                return s
+        raise KeyError(f"{self.path}: no source {source_id!r}")
+
+    @property
+    def ids(self) -> list[str]:
+        return [s.id for s in self.sources]
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    loc = ".".join(str(p) for p in err["loc"]) or "(source)"
+    if err["type"] == "extra_forbidden":
+        return loc, "unknown key"
+    msg = err["msg"].removeprefix("Value error, ")
+    return loc, msg
+
+
+def parse_sources(data: Any, path: str = "<sources>") -> SourcesFile:
+    """Validate already-loaded YAML data; raises :class:`SourcesError` with every problem."""
+    problems: list[str] = []
+    raw = data.get("sources") if isinstance(data, dict) else data
+    if isinstance(data, dict) and set(data) - {"sources"}:
+        for key in sorted(set(data) - {"sources"}):
+            problems.append(f"{path}: top level: {key}: unknown key (expected only 'sources')")
+    if not isinstance(raw, list):
+        raise SourcesError(path, [f"{path}: expected a list under 'sources:'"])
+    sources: list[Source] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        sid = entry.get("id") if isinstance(entry, dict) else None
+        label = f"source {sid!r}" if sid else f"source #{i + 1}"
+        if not isinstance(entry, dict):
+            problems.append(f"{path}: {label}: expected a mapping")
+            continue
+        if isinstance(sid, str):
+            if sid in seen:
+                problems.append(
+                    f"{path}: {label}: id: duplicate id (also source #{seen[sid] + 1})"
+                )
+            else:
+                seen[sid] = i
+        try:
+            sources.append(Source.model_validate(entry))
+        except ValidationError as e:
+            for err in e.errors():
+                field, msg = _describe(err)
+                problems.append(f"{path}: {label}: {field}: {msg}")
+    if problems:
+        raise SourcesError(path, problems)
+    return SourcesFile(path=path, sources=sources)
+
+
+def load_sources(path: str | Path) -> SourcesFile:
+    """Read and validate a sources file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SourcesError(str(p), [f"{p}: cannot read: {e.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SourcesError(str(p), [f"{p}: not valid YAML: {e}"]) from None
+    return parse_sources(data, str(p))

@@ -1,0 +1,142 @@
+"""The local Prefect stack of ``stratacrawl up``: a Prefect server with its UI, a
+process work pool with one worker, the connection blocks and the deployments of
+``prefect.yaml``. Driven through the ``prefect`` command line, so the core never
+imports Prefect.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from stratacrawl.errors import ServiceStartError
+from stratacrawl.services import Endpoints
+from stratacrawl.services.embedded import Registry, Running, terminate
+
+WORK_POOL = "stratacrawl"
+SERVER = "prefect-server"
+WORKER = "prefect-worker"
+
+
+def project_root() -> Path:
+    """The folder holding ``prefect.yaml``: the working directory, else this checkout."""
+    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (candidate / "prefect.yaml").exists():
+            return candidate
+    raise ServiceStartError("Prefect", None, "no prefect.yaml in the working directory")
+
+
+def prefect_env(state_dir: Path, endpoints: Endpoints | None, port: int = 4200) -> dict[str, str]:
+    """Environment for Prefect processes: offline, state in our folder, our tiers."""
+    env = dict(os.environ)
+    env.update({
+        "PREFECT_HOME": str(state_dir / "prefect"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": str(port),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_UI_ENABLED": "true",
+        "STRATACRAWL_STATE_DIR": str(state_dir),
+        "GX_ANALYTICS_ENABLED": "false",
+    })
+    if endpoints is not None:
+        env.update({
+            "STRATACRAWL_REDIS_URL": endpoints.redis_url,
+            "STRATACRAWL_ELASTICSEARCH_URL": endpoints.elasticsearch_url,
+            "STRATACRAWL_DATABASE_URL": endpoints.database_url,
+        })
+        if "elasticsearch" in endpoints.embedded:
+            env["STRATACRAWL_ES_PLAIN_JSON"] = "true"
+    return env
+
+
+def _prefect(*args: str) -> list[str]:
+    return [sys.executable, "-m", "prefect", *args]
+
+
+class LocalStack:
+    """Start and stop the local Prefect server and worker, recorded in the registry."""
+
+    def __init__(self, state_dir: Path, port: int = 4200) -> None:
+        self.state_dir = state_dir
+        self.port = port
+        self.registry = Registry(state_dir)
+        self.log_dir = state_dir / "prefect"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str], cwd: Path) -> int:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        return proc.pid
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        try:
+            return httpx.get(f"{self.api_url}/health", timeout=timeout).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start_server(self, env: dict[str, str], wait_s: float = 90.0) -> Running:
+        running = self.registry.alive(SERVER)
+        if running and self.healthy():
+            return running
+        pid = self._spawn(SERVER, _prefect("server", "start", "--host", "127.0.0.1",
+                                           "--port", str(self.port)), env, self.state_dir)
+        running = Running(SERVER, pid, self.api_url)
+        self.registry.put(running)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.healthy():
+                return running
+            time.sleep(0.5)
+        self.stop()
+        raise ServiceStartError("Prefect", self.api_url,
+                                f"server not healthy after {wait_s:.0f} s; see {self.log_dir}")
+
+    def run(self, args: list[str], env: dict[str, str], cwd: Path) -> str:
+        """Run a ``prefect``/python command to completion; raise with its output on failure."""
+        done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=300)
+        if done.returncode != 0:
+            raise ServiceStartError("Prefect", self.api_url,
+                                    f"{' '.join(args[2:])} failed:\n{done.stdout}\n{done.stderr}")
+        return done.stdout
+
+    def ensure_pool(self, env: dict[str, str], cwd: Path) -> None:
+        done = subprocess.run(_prefect("work-pool", "inspect", WORK_POOL), env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            self.run(_prefect("work-pool", "create", WORK_POOL, "--type", "process"), env, cwd)
+
+    def start_worker(self, env: dict[str, str], cwd: Path) -> Running:
+        running = self.registry.alive(WORKER)
+        if running:
+            return running
+        pid = self._spawn(WORKER, _prefect("worker", "start", "--pool", WORK_POOL,
+                                           "--type", "process"), env, cwd)
+        running = Running(WORKER, pid, self.api_url)
+        self.registry.put(running)
+        return running
+
+    def stop(self) -> list[str]:
+        """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the server."""
+        stopped = []
+        for name in (WORKER, SERVER):
+            running = self.registry.alive(name)
+            self.registry.drop(name)
+            if running:
+                terminate(running.pid, timeout=8,
+                          signals=(signal.SIGTERM, signal.SIGINT, signal.SIGKILL), group=True)
+                stopped.append(name)
+        return stopped

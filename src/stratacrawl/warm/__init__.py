@@ -1,0 +1,1 @@
+"""Warm tier: Elasticsearch weekly indices (dedup fingerprints, page metadata)."""

@@ -1,0 +1,49 @@
+"""The Elasticsearch client of the warm tier.
+
+Real Elasticsearch 8.x/9.x clusters get the client's defaults. The embedded
+Elasticsearch-API server (osmem) answers 406 to the client's compatibility media
+type (``application/vnd.elasticsearch+json; compatible-with=N``), so for it the
+node class rewrites those headers to plain ``application/json`` — one setting,
+``plain_json``, and nothing else about the client changes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from elastic_transport import AiohttpHttpNode
+from elasticsearch import AsyncElasticsearch
+
+_COMPAT = re.compile(r"application/vnd\.elasticsearch\+([a-z\-]+)\s*;\s*compatible-with=\d+")
+
+
+def _plain(headers: Any) -> Any:
+    if not headers:
+        return headers
+    out = headers.copy()
+    for key in ("accept", "content-type"):
+        value = out.get(key)
+        if value:
+            out[key] = _COMPAT.sub(r"application/\1", value)
+    return out
+
+
+class PlainJsonNode(AiohttpHttpNode):
+    """An aiohttp node that sends plain JSON media types instead of compatibility ones."""
+
+    async def perform_request(  # type: ignore[override]
+            self, method: str, target: str, body: bytes | None = None,
+                              headers: Any = None, request_timeout: Any = None) -> Any:
+        kwargs: dict[str, Any] = {"body": body, "headers": _plain(headers)}
+        if request_timeout is not None:
+            kwargs["request_timeout"] = request_timeout
+        return await super().perform_request(method, target, **kwargs)
+
+
+def make_client(url: str, *, plain_json: bool, request_timeout: float = 30.0,
+                **kwargs: Any) -> AsyncElasticsearch:
+    """An async client for ``url``. Create it inside the event loop that uses it."""
+    if plain_json:
+        kwargs["node_class"] = PlainJsonNode
+    return AsyncElasticsearch(url, request_timeout=request_timeout, **kwargs)

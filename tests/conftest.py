@@ -1,0 +1,140 @@
+"""Fixtures: real tiers for every test, isolated per test.
+
+Where each tier comes from, in order: ``STRATACRAWL_*_URL`` variables; this
+machine's PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 when they
+answer; otherwise the embedded servers (started once per session, stopped after).
+Elasticsearch is the embedded API server unless ``STRATACRAWL_ELASTICSEARCH_URL``
+is set. Isolation: a fresh PostgreSQL database per test (cloned from a migrated
+template), a Redis DB number per xdist worker flushed around each test, and a
+unique index prefix per test on the Elasticsearch API.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from stratacrawl.cold import db
+from stratacrawl.runtime import Runtime
+from stratacrawl.services import Endpoints, Services
+from stratacrawl.settings import Settings
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+TEMPLATE_DB = "stratacrawl_test_template"
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _local_postgres() -> str | None:
+    if not _answers("127.0.0.1", 5432):
+        return None
+    url = "postgresql://postgres@127.0.0.1:5432/postgres"
+    try:
+        with psycopg.connect(url, connect_timeout=2):
+            return url
+    except psycopg.Error:
+        return None
+
+
+@pytest.fixture(scope="session")
+def tier_endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoints]:
+    """One URL per tier for the whole session (admin database URL for PostgreSQL)."""
+    env = Settings()
+    redis_url = env.redis_url or (
+        "redis://127.0.0.1:6379/0" if _answers("127.0.0.1", 6379) else None)
+    pg_url = env.database_url or _local_postgres()
+    state = tmp_path_factory.mktemp("tiers")
+    settings = Settings(redis_url=redis_url, database_url=pg_url,
+                        elasticsearch_url=env.elasticsearch_url, state_dir=state)
+    with Services(settings) as endpoints:
+        yield endpoints
+
+
+def _worker_index() -> int:
+    wid = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(wid.removeprefix("gw") or 0)
+
+
+@pytest.fixture(scope="session")
+def template_db(tier_endpoints: Endpoints) -> str:
+    """A database migrated to head, cloned for each test (CREATE DATABASE … TEMPLATE)."""
+    admin = db.libpq_url(tier_endpoints.database_url)
+    name = f"{TEMPLATE_DB}_{_worker_index()}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    db.migrate(_with_db(admin, name))
+    return name
+
+
+def _with_db(url: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+def database_url(tier_endpoints: Endpoints, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test; dropped afterwards."""
+    admin = db.libpq_url(tier_endpoints.database_url)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _with_db(admin, name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def redis_url(tier_endpoints: Endpoints) -> Iterator[str]:
+    """A Redis DB of its own for this xdist worker, flushed before and after the test."""
+    base = tier_endpoints.redis_url.rsplit("/", 1)[0]
+    url = f"{base}/{1 + _worker_index() % 15}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def es_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}_"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, es_prefix: str, tier_endpoints: Endpoints,
+             database_url: str, redis_url: str) -> Settings:
+    return Settings(redis_url=redis_url, database_url=database_url,
+                    elasticsearch_url=tier_endpoints.elasticsearch_url,
+                    es_plain_json="elasticsearch" in tier_endpoints.embedded,
+                    es_index_prefix=es_prefix, state_dir=tmp_path / "state")
+
+
+@pytest.fixture
+async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Runtime]:
+    """A prepared Runtime on this test's database, Redis DB and index prefix."""
+    endpoints = Endpoints(settings.redis_url or "", settings.elasticsearch_url or "",
+                          settings.database_url or "", tier_endpoints.embedded)
+    runtime = Runtime(settings, endpoints)
+    await runtime.prepare()
+    yield runtime
+    async with runtime.es_client() as es:
+        await es.indices.delete(index=f"{settings.es_index_prefix}*", ignore_unavailable=True)

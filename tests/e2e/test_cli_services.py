@@ -1,0 +1,86 @@
+"""The CLI as a user runs it: services, doctor, sources validate — on embedded defaults."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cli, processes_under
+
+pytestmark = pytest.mark.e2e
+
+EMBEDDED = {"STRATACRAWL_REDIS_URL": "", "STRATACRAWL_DATABASE_URL": "",
+            "STRATACRAWL_ELASTICSEARCH_URL": ""}
+
+
+def _env(state: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in EMBEDDED.items()}
+    env["STRATACRAWL_STATE_DIR"] = str(state)
+    env.update(extra)
+    return env
+
+
+def _clean(env: dict[str, str]) -> dict[str, str]:
+    # An empty variable would be read as a URL; drop them so the tier is embedded.
+    import os
+
+    out = {k: v for k, v in os.environ.items() if not k.startswith("STRATACRAWL_")}
+    out.update({k: v for k, v in env.items() if v})
+    return out
+
+
+def test_services_up_status_down_leaves_no_process(tmp_path: Path) -> None:
+    env = _clean(_env(tmp_path))
+    up = cli("services", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    for tier in ("redis", "elasticsearch", "postgres"):
+        assert f"{tier}" in up.stdout and "embedded" in up.stdout
+    assert processes_under(tmp_path), "servers should be running"
+    status = cli("services", "status", env=env)
+    assert status.stdout.count("embedded") == 3
+    down = cli("services", "down", env=env)
+    assert down.returncode == 0
+    assert "postgres" in down.stdout and "redis" in down.stdout
+    time.sleep(0.5)
+    assert processes_under(tmp_path) == []
+    assert cli("services", "status", env=env).stdout.count("stopped") == 3
+
+
+def test_doctor_passes_on_embedded_defaults_and_cleans_up(tmp_path: Path) -> None:
+    result = cli("doctor", env=_clean(_env(tmp_path)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("Redis", "Elasticsearch", "PostgreSQL", "Prefect"):
+        assert f"✓ {name}" in result.stdout
+    time.sleep(0.5)
+    assert processes_under(tmp_path) == []
+
+
+def test_doctor_names_an_unreachable_database_quickly(tmp_path: Path) -> None:
+    bad = "postgresql://127.0.0.1:1/x"
+    t0 = time.monotonic()
+    result = cli("doctor", env=_clean(_env(tmp_path, STRATACRAWL_DATABASE_URL=bad)))
+    elapsed = time.monotonic() - t0
+    assert result.returncode == 1
+    assert f"PostgreSQL at {bad}" in result.stdout
+    assert "failed: PostgreSQL" in result.stdout
+    assert elapsed < 15  # the check itself is bounded at 5 s; the rest is interpreter start
+
+
+def test_sources_validate_reports_every_problem(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("sources:\n"
+                 "  - {id: a, seeds: ['http://x/'], allow: ['[z-a]']}\n"
+                 "  - {id: a, seeds: ['http://y/'], rate: -1, speed: 3}\n")
+    result = cli("sources", "validate", str(f))
+    assert result.returncode == 1
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("✗")]
+    assert len(lines) == 4
+    for needle in ("allow: bad regular expression", "id: duplicate id", "rate:", "speed: unknown key"):
+        assert any(needle in ln and str(f) in ln and "source 'a'" in ln for ln in lines), needle
+
+
+def test_sources_validate_accepts_a_good_file(tmp_path: Path) -> None:
+    f = tmp_path / "ok.yaml"
+    f.write_text("sources:\n  - {id: a, seeds: ['http://x/']}\n")
+    result = cli("sources", "validate", str(f))
+    assert result.returncode == 0 and "1 source(s): a" in result.stdout

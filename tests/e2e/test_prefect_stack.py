@@ -1,0 +1,47 @@
+"""`stratacrawl up`: the Prefect UI serves, deployments appear, a run completes on the worker;
+`stratacrawl down` leaves nothing behind."""
+
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stratacrawl.services.embedded import free_port
+from tests.helpers import cli, processes_under
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("STRATACRAWL_", "PREFECT_"))}
+    env["STRATACRAWL_STATE_DIR"] = str(tmp_path)
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        up = cli("up", "--port", str(port), env=env, timeout=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"http://127.0.0.1:{port}" in up.stdout
+        ui = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert ui.status_code == 200 and "<html" in ui.text.lower()
+        deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
+        names = {d["name"] for d in deployments}
+        assert "health" in names
+        dep = next(d for d in deployments if d["name"] == "health")
+        run = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run", json={},
+                         timeout=10).json()
+        state = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            state = httpx.get(f"{api}/flow_runs/{run['id']}", timeout=10).json()["state"]["type"]
+            if state in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}:
+                break
+            time.sleep(1)
+        assert state == "COMPLETED", (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:]
+    finally:
+        down = cli("down", env=env, timeout=120)
+    assert down.returncode == 0
+    time.sleep(1)
+    assert processes_under(tmp_path) == []

@@ -1,0 +1,75 @@
+"""Schema, index templates and clients against the real tiers."""
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from elasticsearch import BadRequestError
+
+from stratacrawl.cold import db
+from stratacrawl.inventory import take_inventory
+from stratacrawl.runtime import Runtime, check_elasticsearch, check_postgres, check_redis
+
+pytestmark = pytest.mark.integration
+
+
+async def test_prepare_is_idempotent_and_creates_schema(rt: Runtime) -> None:
+    await rt.prepare()  # second time: nothing changes, nothing fails
+    assert db.current_revision(rt.database_url) is not None
+    inv = await take_inventory(rt)
+    assert set(inv.cold_rows) >= {"tasks", "url_state", "staging", "records"}
+    assert all(v == 0 for v in inv.cold_rows.values())
+
+
+async def test_partition_helpers_create_day_partitions(rt: Runtime) -> None:
+    url = db.libpq_url(rt.database_url)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        r1 = await (await conn.execute(
+            "SELECT sc_ensure_record_partition('news-1', '2026-11-30')")).fetchone()
+        r2 = await (await conn.execute(
+            "SELECT sc_ensure_record_partition('news-1', '2026-11-30')")).fetchone()
+        assert r1 == r2 == ("records_news_1_20261130",)
+        await conn.execute("SELECT sc_ensure_day_partition('staging', '2026-11-30')")
+        await conn.execute(
+            "INSERT INTO staging (fetched_at, fetch_key, source_id, url) "
+            "VALUES ('2026-11-30 10:00+00', 'k1', 's', 'http://x/')")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await conn.execute(
+                "INSERT INTO staging (fetched_at, fetch_key, source_id, url) "
+                "VALUES ('2026-11-30 10:00+00', 'k1', 's', 'http://x/')")
+        # A day with no partition is refused, not silently lost.
+        with pytest.raises(psycopg.errors.CheckViolation):
+            await conn.execute(
+                "INSERT INTO staging (fetched_at, fetch_key, source_id, url) "
+                "VALUES ('2026-12-25 10:00+00', 'k2', 's', 'http://x/')")
+
+
+async def test_task_state_is_constrained(rt: Runtime) -> None:
+    async with await psycopg.AsyncConnection.connect(db.libpq_url(rt.database_url),
+                                                     autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.CheckViolation):
+            await conn.execute("INSERT INTO tasks (source_id, url, url_hash, state) "
+                               "VALUES ('s', 'http://x/', 'h', 'LOST')")
+
+
+async def test_weekly_indices_follow_the_template(rt: Runtime) -> None:
+    index = rt.layout.index("url_dedup", datetime.now(UTC))
+    async with rt.es_client() as es:
+        assert await es.indices.exists(index=index)
+        mapping = await es.indices.get_mapping(index=index)
+        props = mapping[index]["mappings"]["properties"]
+        assert props["url_hash"]["type"] == "keyword"
+        aliases = await es.indices.get_alias(index=index)
+        assert rt.layout.alias("url_dedup") in aliases[index]["aliases"]
+        await es.index(index=index, id="h1", document={"url_hash": "h1", "domain": "a.example"},
+                       refresh=True)
+        got = await es.mget(index=index, ids=["h1", "nope"])
+        assert [d["found"] for d in got["docs"]] == [True, False]
+        with pytest.raises(BadRequestError):  # strict mapping: typos are refused
+            await es.index(index=index, id="h2", document={"url_hsh": "h2"})
+
+
+async def test_health_checks_report_versions(rt: Runtime) -> None:
+    assert (await check_redis(rt))[0].isdigit()
+    assert "." in await check_elasticsearch(rt)
+    assert (await check_postgres(rt))[0].isdigit()

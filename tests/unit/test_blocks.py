@@ -1,0 +1,32 @@
+"""Prefect's block standard test suite, for every block (the logo test needs the network)."""
+
+import pytest
+from prefect.blocks.core import Block
+from prefect.testing.standard_test_suites import BlockStandardTestSuite
+
+from blocks.connections import BLOCK_NAMES
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("block", list(BLOCK_NAMES.values()), ids=lambda b: b.__name__)
+class TestAllBlocks(BlockStandardTestSuite):
+    @pytest.fixture
+    def block(self, block: type[Block]) -> type[Block]:
+        return block
+
+    def test_has_a_valid_image(self, block: type[Block]) -> None:
+        # The standard test downloads the logo; these machines are offline.
+        assert str(block._logo_url).startswith("https://")
+
+
+def test_blocks_map_to_settings() -> None:
+    from blocks.connections import ElasticsearchConnection, PostgresConnection
+    from stratacrawl.settings import Settings
+
+    pg = PostgresConnection(url="postgresql://u:pw@h/db")
+    es = ElasticsearchConnection(url="http://es:9200", plain_json=True, index_prefix="p_")
+    s = Settings(**pg.settings_overrides(), **es.settings_overrides())
+    assert s.database_url == "postgresql://u:pw@h/db"
+    assert s.es_plain_json is True and s.es_index_prefix == "p_"
+    assert "pw" not in repr(pg)  # secrets stay secret

@@ -1,0 +1,68 @@
+from datetime import UTC, datetime
+
+import pytest
+
+from stratacrawl.cold.db import libpq_url, sqlalchemy_url
+from stratacrawl.services.resolve import redact
+from stratacrawl.settings import Settings
+from stratacrawl.warm.client import _plain
+from stratacrawl.warm.indices import IndexLayout, week_suffix
+
+pytestmark = pytest.mark.unit
+
+
+def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATACRAWL_REDIS_URL", "redis://r:1/2")
+    monkeypatch.setenv("STRATACRAWL_ES_SHARDS", "3")
+    s = Settings()
+    assert s.redis_url == "redis://r:1/2"
+    assert s.es_shards == 3
+    assert s.database_url is None
+
+
+def test_broken_setting_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATACRAWL_ES_SHARDS", "many")
+    with pytest.raises(ValueError, match="es_shards"):
+        Settings()
+
+
+def test_database_url_forms() -> None:
+    assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert libpq_url("postgresql+psycopg://u@/db?host=/s") == "postgresql://u@/db?host=/s"
+
+
+def test_redact_hides_passwords_only() -> None:
+    assert redact("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert redact("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_compat_media_types_become_plain_json() -> None:
+    headers = {"accept": "application/vnd.elasticsearch+json; compatible-with=9",
+               "content-type": "application/vnd.elasticsearch+x-ndjson; compatible-with=8",
+               "x-other": "kept"}
+    out = _plain(headers)
+    assert out == {"accept": "application/json", "content-type": "application/x-ndjson",
+                   "x-other": "kept"}
+    assert headers["accept"].startswith("application/vnd")  # the caller's dict is untouched
+
+
+def test_weekly_index_names_use_iso_weeks() -> None:
+    lay = IndexLayout(prefix="p_")
+    # 2021-01-03 is in ISO week 53 of 2020.
+    assert week_suffix(datetime(2021, 1, 3, tzinfo=UTC)) == "202053"
+    assert lay.index("url_dedup", datetime(2026, 11, 30, tzinfo=UTC)) == "p_url_dedup-202649"
+    window = lay.window("url_dedup", 7, now=datetime(2026, 11, 30, tzinfo=UTC))
+    assert window == ["p_url_dedup-202649", "p_url_dedup-202648"]
+
+
+def test_template_carries_layout_settings() -> None:
+    t = IndexLayout(prefix="x_", shards=3, refresh_interval="5s", box_type="warm").template(
+        "url_dedup")
+    assert t["index_patterns"] == ["x_url_dedup-*"]
+    settings = t["template"]["settings"]
+    assert settings["number_of_shards"] == 3
+    assert settings["index.routing.allocation.require.box_type"] == "warm"
+    assert t["template"]["aliases"] == {"x_url_dedup": {}}
+    props = t["template"]["mappings"]["properties"]
+    assert props["url_hash"] == {"type": "keyword"} and props["http_status"]["type"] == "keyword"

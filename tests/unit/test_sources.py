@@ -1,0 +1,99 @@
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from stratacrawl.errors import SourcesError
+from stratacrawl.sources import load_sources, parse_duration, parse_sources
+
+pytestmark = pytest.mark.unit
+
+GOOD = """
+sources:
+  - id: news-1
+    seeds: ["http://127.0.0.2:8001/"]
+    follow: ['/list/\\d+']
+    items: ['/article/\\d+']
+    rate: 5
+    cadence: 30m
+    extract: {kind: article}
+    required: [title, text]
+  - id: shop
+    seeds: ["http://127.0.0.3:8002/"]
+    extract:
+      kind: rules
+      fields:
+        name: {css: "h1.name"}
+        price: {css: ".price", type: price}
+"""
+
+BAD = """
+sources:
+  - id: a
+    seeds: ["http://x/"]
+    allow: ["(unclosed"]
+  - id: a
+    seeds: ["http://y/"]
+    rate: -2
+    colour: blue
+"""
+
+
+def test_good_file_parses(tmp_path: Path) -> None:
+    f = tmp_path / "sources.yaml"
+    f.write_text(GOOD)
+    parsed = load_sources(f)
+    assert parsed.ids == ["news-1", "shop"]
+    news = parsed.get("news-1")
+    assert news.cadence_td == timedelta(minutes=30)
+    assert news.matches("items", "http://127.0.0.2:8001/article/12")
+    assert not news.matches("items", "http://127.0.0.2:8001/list/1")
+    assert parsed.get("shop").extract.kind == "rules"
+
+
+def test_bad_file_reports_all_four_problems(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(BAD)
+    with pytest.raises(SourcesError) as info:
+        load_sources(f)
+    problems = info.value.problems
+    assert len(problems) == 4
+    assert all(p.startswith(f"{f}: source 'a': ") for p in problems)
+    joined = "\n".join(problems)
+    assert "allow: bad regular expression '(unclosed'" in joined
+    assert "id: duplicate id" in joined
+    assert "rate: Input should be greater than 0" in joined
+    assert "colour: unknown key" in joined
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"id": "Bad Id", "seeds": ["http://x/"]}, "id"),
+    ({"id": "x", "seeds": []}, "seeds"),
+    ({"id": "x", "seeds": ["http://x/"], "cadence": "often"}, "cadence"),
+    ({"id": "x", "seeds": ["http://x/"], "robots": "maybe"}, "robots"),
+    ({"id": "x", "seeds": ["http://x/"], "extract": {"kind": "magic"}}, "extract"),
+])
+def test_each_field_is_checked(entry: dict, field: str) -> None:
+    with pytest.raises(SourcesError) as info:
+        parse_sources({"sources": [entry]}, "s.yaml")
+    assert any(f": {field}" in p for p in info.value.problems), info.value.problems
+
+
+def test_unreadable_and_non_yaml_files(tmp_path: Path) -> None:
+    with pytest.raises(SourcesError, match="cannot read"):
+        load_sources(tmp_path / "missing.yaml")
+    f = tmp_path / "broken.yaml"
+    f.write_text("sources: [unclosed")
+    with pytest.raises(SourcesError, match="not valid YAML"):
+        load_sources(f)
+
+
+@pytest.mark.parametrize("text, seconds", [("30s", 30), ("15m", 900), ("6h", 21600),
+                                           ("1d", 86400), ("1.5h", 5400), (90, 90)])
+def test_parse_duration(text: str | int, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+def test_parse_duration_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration("soon")
