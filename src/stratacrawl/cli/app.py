@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from stratacrawl.cli import bench, demo, doctor, services, sources, stack
+from stratacrawl.cli import bench, demo, doctor, services, sim, sources, stack
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
 app.add_typer(services.app, name="services")
 app.add_typer(sources.app, name="sources")
+app.add_typer(sim.app, name="sim")
 app.command("doctor")(doctor.doctor)
 app.command("demo")(demo.demo)
 app.command("up")(stack.up)

@@ -1,0 +1,95 @@
+"""``stratacrawl sim serve|truth``: the site simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+import uvloop
+import yaml
+
+from stratacrawl.cli.common import console, fail
+from stratacrawl.sim import Simulator, build_specs
+from stratacrawl.sim.content import truth
+from stratacrawl.sim.crawl_config import sources_document
+
+app = typer.Typer(no_args_is_help=True, help="The site simulator: a realistic web on loopback.")
+
+
+def _epoch(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--epoch: expected an ISO date-time, got {text!r}")
+        raise
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@app.command()
+def serve(
+    sources: int = typer.Option(5, min=1, max=5000, help="Number of sources."),
+    seed: int = typer.Option(7, help="Same seed, same site."),
+    epoch: str | None = typer.Option(None, help="ISO time of the site's epoch (default: now, "
+                                                "floored to 10 minutes)."),
+    first_host: int = typer.Option(10, help="First source on 127.0.0.<first-host>."),
+    port: int = typer.Option(0, help="First port (each source adds one); 0 = any free port."),
+    noise: bool = typer.Option(False, help="The seed's normal noise: ~1.6 s latency, some 5xx."),
+    rate_limit: float | None = typer.Option(None, help="429 past this many requests/s per source."),
+    write_sources: Path | None = typer.Option(None, help="Write a sources.yaml for these sources."),
+    truth_file: Path | None = typer.Option(None, help="Write the ground truth here on exit."),
+    as_json: bool = typer.Option(False, "--json", help="Announce sources as one JSON line."),
+) -> None:
+    """Serve the simulated sources until SIGINT/SIGTERM."""
+    specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
+                        ports=[port + i for i in range(sources)] if port else None, noise=noise)
+    if rate_limit is not None:
+        for s in specs:
+            s.behaviour.rate_limit = rate_limit
+    sim = Simulator(specs)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await sim.start()
+        if write_sources:
+            write_sources.write_text(yaml.safe_dump(sources_document(specs), sort_keys=False))
+        if as_json:
+            print(json.dumps({"ready": True, "sources": [
+                {"id": s.id, "kind": s.kind, "url": s.base_url} for s in specs]}), flush=True)
+        else:
+            for s in specs:
+                console.print(f"{s.id:<14} {s.kind:<9} {s.base_url}")
+            console.print("serving; Ctrl-C stops")
+        await stop.wait()
+        if truth_file:
+            sim.write_truth(str(truth_file))
+        await sim.stop()
+
+    uvloop.run(main())
+
+
+@app.command("truth")
+def truth_cmd(
+    sources: int = typer.Option(5, min=1), seed: int = typer.Option(7),
+    epoch: str = typer.Option(..., help="The epoch the site was served with (ISO)."),
+    at: str | None = typer.Option(None, help="ISO time (default: now)."),
+    first_host: int = typer.Option(10), port: int = typer.Option(..., help="First port."),
+    out: Path | None = typer.Option(None, help="File to write (default: stdout)."),
+) -> None:
+    """The ground truth (every published item and its fields), computed without a server."""
+    specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
+                        ports=[port + i for i in range(sources)])
+    now = _epoch(at) or datetime.now(UTC)
+    doc = json.dumps({"at": now.isoformat(), "sources": {s.id: truth(s, now) for s in specs}})
+    if out:
+        out.write_text(doc)
+    else:
+        print(doc)
