@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -98,7 +99,7 @@ def hammer(urls: list[str], *, concurrency: int = 64, seconds: float = 5.0,
             "mean_bytes": nbytes / ok if ok else 0.0}
 
 
-def _serve_static(body: bytes, host: str, port_q: mp.Queue, stop: mp.Event) -> None:  # type: ignore[type-arg]
+def _serve_static(body: bytes, host: str, port_q: Any, stop: Any) -> None:
     async def main() -> None:
         async def handle(request: web.Request) -> web.Response:
             return web.Response(body=body, content_type="text/html")

@@ -60,7 +60,8 @@ def serve(
             loop.add_signal_handler(sig, stop.set)
         await sim.start()
         if write_sources:
-            write_sources.write_text(yaml.safe_dump(sources_document(specs), sort_keys=False))
+            document = yaml.safe_dump(sources_document(specs), sort_keys=False)
+            await asyncio.to_thread(write_sources.write_text, document)
         if as_json:
             print(json.dumps({"ready": True, "sources": [
                 {"id": s.id, "kind": s.kind, "url": s.base_url} for s in specs]}), flush=True)

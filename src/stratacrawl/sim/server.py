@@ -180,9 +180,9 @@ class SourceServer:
                 and SESSION_COOKIE not in request.cookies):
             # Cookie-check redirect: a client with a cookie jar comes back with it.
             self.counts["no_session"] += 1
-            resp = web.HTTPFound(location=str(request.rel_url))
-            resp.set_cookie(SESSION_COOKIE, f"s{self.rng.getrandbits(48):x}", path="/")
-            return resp
+            check = web.HTTPFound(location=str(request.rel_url))
+            check.set_cookie(SESSION_COOKIE, f"s{self.rng.getrandbits(48):x}", path="/")
+            return check
         resp = self._route(request)
         self.counts[str(resp.status)] += 1
         return resp
