@@ -1,0 +1,14 @@
+"""An async psycopg connection pool for the cold tier's hot paths (COPY, claims)."""
+
+from __future__ import annotations
+
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.cold.db import libpq_url
+
+
+def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
+              name: str = "stratacrawl") -> AsyncConnectionPool:
+    """Open it with ``async with make_pool(...) as pool``."""
+    return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
+                               name=name, kwargs={"autocommit": False})

@@ -1,0 +1,141 @@
+"""A Bloom filter of URL fingerprints on a Redis bitmap (no Redis module needed).
+
+Sized from the expected URL count and the target false-positive rate with a fixed,
+small number of bits per URL (``k``, default 5: fewer Redis operations than the
+textbook optimum of 10 for 0.1 %, at ~2.2 bytes per URL instead of ~1.8).
+Positions come from the 128-bit fingerprint by double hashing, computed with numpy
+for a whole batch; one ``BITFIELD`` command checks or adds the batch. ``shards`` splits the
+filter over several keys (each its own cluster slot); a URL's bits stay in one shard.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import redis.asyncio as aioredis
+
+MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB; positions travel as uint32
+
+
+@dataclass(frozen=True)
+class BloomSpec:
+    """Geometry of a filter: ``bits`` per shard, ``k`` positions per URL."""
+
+    bits: int
+    k: int
+    shards: int = 1
+
+    @classmethod
+    def for_capacity(cls, capacity: int, fp_rate: float = 0.001, k: int = 5,
+                     shards: int = 1) -> BloomSpec:
+        if not (0 < fp_rate < 1) or capacity < 1 or k < 1:
+            raise ValueError("capacity >= 1, 0 < fp_rate < 1 and k >= 1 are required")
+        # For a fixed k: p = (1 - e^(-k n / m))^k  =>  m = -k n / ln(1 - p^(1/k)).
+        total = math.ceil(-k * capacity / math.log(1 - fp_rate ** (1 / k)))
+        per_shard = math.ceil(total / shards)
+        if per_shard > MAX_SHARD_BITS:
+            raise ValueError(f"{per_shard} bits per shard exceed a Redis string: use more shards")
+        return cls(bits=per_shard, k=k, shards=shards)
+
+    @property
+    def bytes(self) -> int:
+        return self.bits * self.shards // 8
+
+    def expected_fp_rate(self, n: int) -> float:
+        return float((1 - math.exp(-self.k * n / (self.bits * self.shards))) ** self.k)
+
+
+_POW10 = np.array([10**i for i in range(11)], dtype=np.int64)
+_SET = b"$3\r\nSET\r\n$2\r\nu1\r\n$%d\r\n%d\r\n$1\r\n1\r\n"
+_GET = b"$3\r\nGET\r\n$2\r\nu1\r\n$%d\r\n%d\r\n"
+
+
+def encode_bitfield(key: str, positions: np.ndarray, add: bool) -> bytes:
+    """The RESP request ``BITFIELD key SET u1 p 1 …`` (or ``BITFIELD_RO … GET u1 p``).
+
+    Built with one C-level ``%`` over a repeated template: redis-py's generic encoder
+    costs ~10x more for tens of thousands of arguments.
+    """
+    p = positions.ravel().astype(np.int64)
+    digits = np.maximum(np.searchsorted(_POW10, p, side="right"), 1)
+    pairs = np.empty(2 * p.size, dtype=np.int64)
+    pairs[0::2] = digits
+    pairs[1::2] = p
+    name, template, per = (b"BITFIELD", _SET, 4) if add else (b"BITFIELD_RO", _GET, 3)
+    k = key.encode()
+    head = b"*%d\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (2 + per * p.size, len(name), name, len(k), k)
+    return head + (template * p.size) % tuple(pairs.tolist())
+
+
+class BloomFilter:
+    """Check-and-add of fingerprints (hex strings of 128 bits) in batches.
+
+    Each batch is one ``BITFIELD`` command per shard: atomic, native, and its SET
+    replies are the bits' old values, which is exactly "was it there already".
+    """
+
+    def __init__(self, *, redis: aioredis.Redis, spec: BloomSpec, name: str = "urls") -> None:
+        self.redis = redis
+        self.spec = spec
+        self.name = name
+
+    def key(self, shard: int) -> str:
+        return f"sc:bloom:{{{self.name}:{shard}}}"
+
+    def positions(self, fingerprints: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(shard per URL, k positions per URL) by double hashing of the fingerprint."""
+        raw = bytes.fromhex("".join(fingerprints))
+        halves = np.frombuffer(raw, dtype=">u8").reshape(-1, 2).astype(np.uint64)
+        h1, h2 = halves[:, 0], halves[:, 1] | np.uint64(1)
+        shard = (h1 % np.uint64(self.spec.shards)).astype(np.int64)
+        i = np.arange(self.spec.k, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            pos = (h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(self.spec.bits)
+        return shard, pos
+
+    async def _send(self, request: bytes) -> list[int]:
+        pool = self.redis.connection_pool
+        conn = await pool.get_connection()
+        try:
+            await conn.send_packed_command(request)
+            reply = await conn.read_response()
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply  # type: ignore[no-any-return]
+
+    async def _run(self, fingerprints: Sequence[str], add: bool) -> list[bool]:
+        if not fingerprints:
+            return []
+        shard, pos = self.positions(fingerprints)
+        out = np.zeros(len(fingerprints), dtype=bool)
+        for s in range(self.spec.shards):
+            rows = np.nonzero(shard == s)[0]
+            if rows.size == 0:
+                continue
+            bits = await self._send(encode_bitfield(self.key(s), pos[rows], add))
+            out[rows] = np.asarray(bits, dtype=np.uint8).reshape(-1, self.spec.k).all(axis=1)
+        return out.tolist()  # type: ignore[no-any-return]
+
+    async def check_and_add(self, fingerprints: Sequence[str]) -> list[bool]:
+        """Add every fingerprint; True where it was (probably) there already."""
+        return await self._run(fingerprints, add=True)
+
+    async def contains(self, fingerprints: Sequence[str]) -> list[bool]:
+        return await self._run(fingerprints, add=False)
+
+    async def clear(self) -> None:
+        await self.redis.delete(*[self.key(s) for s in range(self.spec.shards)])
+
+    async def used_bytes(self) -> int:
+        total = 0
+        for s in range(self.spec.shards):
+            total += int(await self.redis.strlen(self.key(s)))
+        return total

@@ -1,0 +1,69 @@
+"""Per-source ready queues and leases in Redis: a bounded window of the ledger.
+
+Keys (hash-tagged per source so one Lua call works on a Redis Cluster):
+``sc:{<source>}:ready`` — zset of task ids, score ``(10 - priority) * 1e10 + due``;
+``sc:{<source>}:leased`` — zset of leased task ids, score = lease expiry.
+Redis memory stays proportional to the window, not to the frontier; losing Redis
+loses nothing (the ledger refills it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import redis.asyncio as aioredis
+
+from stratacrawl.frontier.scripts import script
+
+BAND = 1e10
+
+
+def ready_key(source_id: str) -> str:
+    return f"sc:{{{source_id}}}:ready"
+
+
+def leased_key(source_id: str) -> str:
+    return f"sc:{{{source_id}}}:leased"
+
+
+def score(priority: int, due_epoch: float) -> float:
+    return (10 - max(0, min(priority, 10))) * BAND + due_epoch
+
+
+class HotQueue:
+    """Ready queues and leases of all sources in one Redis."""
+
+    def __init__(self, *, redis: aioredis.Redis, window: int = 2000) -> None:
+        self.redis = redis
+        self.window = window
+        self._claim = script(redis, "claim")
+
+    async def size(self, source_id: str) -> int:
+        return int(await self.redis.zcard(ready_key(source_id)))
+
+    async def push(self, source_id: str, items: Sequence[tuple[int, int, float]]) -> None:
+        """Add (id, priority, due epoch) entries; re-adding an id only updates its score."""
+        if items:
+            await self.redis.zadd(ready_key(source_id),
+                                  {str(i): score(p, d) for i, p, d in items})
+
+    async def pop(self, source_id: str, n: int, lease_s: float) -> list[int]:
+        """Take up to ``n`` due ids, best first, and record their lease."""
+        now = time.time()
+        ids = await self._claim(keys=[ready_key(source_id), leased_key(source_id)],
+                                args=[now, n, now + lease_s])
+        return [int(i) for i in ids]
+
+    async def done(self, source_id: str, ids: Sequence[int]) -> None:
+        if ids:
+            await self.redis.zrem(leased_key(source_id), *[str(i) for i in ids])
+
+    async def in_flight(self, source_id: str) -> int:
+        return int(await self.redis.zcard(leased_key(source_id)))
+
+    async def drop_expired_leases(self, source_id: str) -> int:
+        return int(await self.redis.zremrangebyscore(leased_key(source_id), "-inf", time.time()))
+
+    async def clear(self, source_id: str) -> None:
+        await self.redis.delete(ready_key(source_id), leased_key(source_id))

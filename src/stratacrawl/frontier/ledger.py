@@ -1,0 +1,176 @@
+"""The task ledger in PostgreSQL: the store of record of every queued or in-flight URL.
+
+Every state change of a task happens here first (hot queues only mirror a window of
+it). Completions are guarded by the lease: a worker whose lease expired and was
+reclaimed cannot complete the task any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.frontier.tasks import ClaimedTask, NewTask, Outcome, TaskState
+
+_CLAIM_COLUMNS = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
+                  "lease_expires_at, trace_id")
+_READY = "state IN ('PENDING', 'RETRY_WAIT')"
+
+
+def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-arg]
+    return [ClaimedTask(*row) for row in rows]
+
+
+class Ledger:
+    """Task ledger operations; each takes its own connection from the pool unless given one."""
+
+    def __init__(self, *, pool: AsyncConnectionPool) -> None:
+        self.pool = pool
+
+    async def enqueue(self, tasks: Sequence[NewTask], *, urgent_update: bool = False) -> int:
+        """Insert new tasks (COPY into a temporary table, then one INSERT … ON CONFLICT).
+
+        Known URLs are left alone, except with ``urgent_update``: a known task that is not
+        in flight is made PENDING, due now, with the new (higher) priority.
+        """
+        if not tasks:
+            return 0
+        now = datetime.now(UTC)
+        conflict = ("DO NOTHING" if not urgent_update else
+                    "DO UPDATE SET priority = GREATEST(tasks.priority, EXCLUDED.priority), "
+                    "due_at = LEAST(tasks.due_at, EXCLUDED.due_at), state = 'PENDING', "
+                    "updated_at = now() WHERE tasks.state NOT IN ('LEASED', 'FETCHING')")
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS new_tasks (source_id text, url text, url_hash "
+                "text, kind text, priority smallint, due_at timestamptz, depth int, trace_id text) "
+                "ON COMMIT DELETE ROWS")
+            async with conn.cursor() as cur:
+                async with cur.copy("COPY new_tasks FROM STDIN") as copy:
+                    for t in tasks:
+                        await copy.write_row((t.source_id, t.url, t.url_hash, t.kind, t.priority,
+                                              t.due_at or now, t.depth, t.trace_id))
+                await cur.execute(
+                    "INSERT INTO tasks (source_id, url, url_hash, kind, priority, due_at, depth, "
+                    "trace_id) SELECT DISTINCT ON (source_id, url_hash) source_id, url, url_hash, "
+                    "kind, priority, due_at, depth, trace_id FROM new_tasks "
+                    f"ORDER BY source_id, url_hash, priority DESC ON CONFLICT (source_id, url_hash) "
+                    f"{conflict}")
+                inserted = cur.rowcount
+            await conn.commit()
+        return max(inserted, 0)
+
+    async def ready_ids(self, source_id: str, limit: int,
+                        horizon: timedelta = timedelta(0)) -> list[tuple[int, int, float]]:
+        """(id, priority, due epoch) of tasks due within ``horizon``, best first."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT id, priority, extract(epoch FROM due_at) FROM tasks WHERE source_id = %s "
+                f"AND {_READY} AND due_at <= now() + %s ORDER BY priority DESC, due_at LIMIT %s",
+                (source_id, horizon, limit))
+            return [(int(i), int(p), float(d)) for i, p, d in await cur.fetchall()]
+
+    async def claim_ids(self, ids: Sequence[int], owner: str, lease: timedelta,
+                        batch_id: str | None = None) -> list[ClaimedTask]:
+        """Lease exactly these tasks if still ready (the guard behind hot-queue claims)."""
+        if not ids:
+            return []
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET state = 'LEASED', lease_owner = %s, lease_expires_at = now() + %s,"
+                " batch_id = %s, attempts = attempts + 1, updated_at = now() "
+                f"WHERE id = ANY(%s) AND {_READY} RETURNING {_CLAIM_COLUMNS}",
+                (owner, lease, batch_id, list(ids)))
+            rows = await cur.fetchall()
+            await conn.commit()
+        order = {i: n for n, i in enumerate(ids)}
+        return sorted(_claimed(rows), key=lambda t: order[t.id])
+
+    async def claim_direct(self, source_id: str, limit: int, owner: str, lease: timedelta,
+                           batch_id: str | None = None) -> list[ClaimedTask]:
+        """Lease the best due tasks of a source straight from the ledger (SKIP LOCKED)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "WITH picked AS (SELECT id FROM tasks WHERE source_id = %s AND "
+                f"{_READY} AND due_at <= now() ORDER BY priority DESC, due_at LIMIT %s "
+                "FOR UPDATE SKIP LOCKED) UPDATE tasks t SET state = 'LEASED', lease_owner = %s, "
+                "lease_expires_at = now() + %s, batch_id = %s, attempts = attempts + 1, "
+                f"updated_at = now() FROM picked WHERE t.id = picked.id RETURNING "
+                + ", ".join(f"t.{c.strip()}" for c in _CLAIM_COLUMNS.split(",")),
+                (source_id, limit, owner, lease, batch_id))
+            rows = await cur.fetchall()
+            await conn.commit()
+        return sorted(_claimed(rows), key=lambda t: (-t.priority, t.id))
+
+    async def mark_fetching(self, task_id: int, owner: str) -> bool:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = %s AND "
+                "lease_owner = %s AND state = 'LEASED'", (task_id, owner))
+            await conn.commit()
+            return cur.rowcount == 1
+
+    async def finish(self, outcomes: Sequence[Outcome], owner: str,
+                     conn: AsyncConnection | None = None) -> int:
+        """Apply outcomes of tasks this owner holds; returns how many were applied.
+
+        With ``conn`` the update joins the caller's transaction (staging writes commit
+        together with the ledger); without, it commits on its own.
+        """
+        if not outcomes:
+            return 0
+        sql = (
+            "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
+            "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
+            "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED') THEN now() END, "
+            "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
+            "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
+            "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.lease_owner = %s "
+            "AND t.state IN ('LEASED', 'FETCHING')")
+        params = ([o.task_id for o in outcomes], [str(o.state) for o in outcomes],
+                  [o.status for o in outcomes], [o.error for o in outcomes],
+                  [o.due_at for o in outcomes], owner)
+        if conn is not None:
+            cur = await conn.execute(sql, params)
+            return cur.rowcount
+        async with self.pool.connection() as own:
+            cur = await own.execute(sql, params)
+            await own.commit()
+            return cur.rowcount
+
+    async def reclaim_expired(self) -> list[tuple[str, int]]:
+        """Expired leases go back to PENDING; returns (source, id) of each reclaimed task."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET state = 'PENDING', lease_owner = NULL, lease_expires_at = NULL, "
+                "last_error = 'lease expired', updated_at = now() WHERE state IN ('LEASED', "
+                "'FETCHING') AND lease_expires_at < now() RETURNING source_id, id")
+            rows = await cur.fetchall()
+            await conn.commit()
+        return [(str(s), int(i)) for s, i in rows]
+
+    async def release(self, ids: Sequence[int], owner: str, due_at: datetime | None = None) -> int:
+        """Give leased tasks back unfetched (shutdown, level-2 delay): ``RETRY_WAIT`` until due."""
+        state = TaskState.RETRY_WAIT if due_at else TaskState.PENDING
+        return await self.finish([Outcome(i, state, due_at=due_at) for i in ids], owner)
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        """Tasks per source and state."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT source_id, state, count(*) FROM tasks GROUP BY 1, 2 ORDER BY 1, 2")
+            out: dict[str, dict[str, int]] = {}
+            for source, state, n in await cur.fetchall():
+                out.setdefault(source, {})[state] = int(n)
+            return out
+
+    async def sources_with_due_work(self, source_ids: Sequence[str]) -> list[str]:
+        """Which of these sources have a task due now (one index probe per source)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT s FROM unnest(%s::text[]) AS s WHERE EXISTS (SELECT 1 FROM tasks WHERE "
+                f"source_id = s AND {_READY} AND due_at <= now())", (list(source_ids),))
+            return [str(r[0]) for r in await cur.fetchall()]

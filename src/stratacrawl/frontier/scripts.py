@@ -1,0 +1,21 @@
+"""Lua scripts of the frontier, loaded once per client (``.lua`` files beside this module)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+LUA = Path(__file__).parent / "lua"
+
+
+@cache
+def source(name: str) -> str:
+    return (LUA / f"{name}.lua").read_text()
+
+
+def script(client: aioredis.Redis, name: str) -> AsyncScript:
+    """A registered script (EVALSHA with a fallback to EVAL on NOSCRIPT)."""
+    return client.register_script(source(name))

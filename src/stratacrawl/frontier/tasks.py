@@ -1,0 +1,72 @@
+"""Task states and the shapes that move through the frontier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class TaskState(StrEnum):
+    """``PENDING → LEASED → FETCHING → SUCCEEDED | FAILED | RETRY_WAIT``; ``RETRY_WAIT → PENDING``."""
+
+    PENDING = "PENDING"
+    LEASED = "LEASED"
+    FETCHING = "FETCHING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RETRY_WAIT = "RETRY_WAIT"
+
+
+URGENT = 10  # priority of urgent submissions: ahead of every scheduled task
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A URL to enqueue; ``url_hash`` is the fingerprint of its canonical form."""
+
+    source_id: str
+    url: str
+    url_hash: str
+    kind: str = "item"          # seed | list | item | sitemap
+    priority: int = 5
+    due_at: datetime | None = None
+    depth: int = 0
+    trace_id: str | None = None
+
+
+@dataclass
+class ClaimedTask:
+    """A task leased to one worker until ``lease_expires_at``."""
+
+    id: int
+    source_id: str
+    url: str
+    url_hash: str
+    kind: str
+    priority: int
+    attempts: int
+    depth: int
+    lease_owner: str
+    lease_expires_at: datetime
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a leased task ended. ``due_at`` applies to ``PENDING`` (re-crawl) and ``RETRY_WAIT``."""
+
+    task_id: int
+    state: TaskState
+    status: int | None = None
+    error: str | None = None
+    due_at: datetime | None = None
+
+
+@dataclass
+class Batch:
+    """Claimed tasks of one source, fetched serially at the source's pace."""
+
+    source_id: str
+    batch_id: str
+    tasks: list[ClaimedTask] = field(default_factory=list)

@@ -1,0 +1,128 @@
+"""URL canonicalization and fingerprints: the dedup key, kept apart from the wire URL.
+
+``canonicalize`` builds on w3lib's ``canonicalize_url`` (WHATWG-style parsing, IDNA,
+dot segments, percent-encoding normalization, sorted query) and adds the crawler
+rules: http(s) only, lower-case host, no default port, no duplicate slashes, no
+tracking parameters or session ids, ``index.html`` folded into its folder.
+It is idempotent and raises only :class:`InvalidURL`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+import socket
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+from stratacrawl.errors import InvalidURL
+
+MAX_URL_LENGTH = 8192
+TRACKING = re.compile(
+    r"^(utm_[a-z_]+|fbclid|gclid|gclsrc|dclid|msclkid|yclid|mc_cid|mc_eid|_ga|_gl|igshid"
+    r"|twclid|li_fat_id|wickedid|oly_anon_id|oly_enc_id|vero_id|rb_clickid|s_cid|_hsenc|_hsmi"
+    r"|mkt_tok|trk|spm)$", re.IGNORECASE)
+SESSION_PARAMS = re.compile(
+    r"^(jsessionid|phpsessid|sid|sessionid|session_id|aspsessionid[a-z]*|cfid|cftoken"
+    r"|zenid|oscsid|s)$", re.IGNORECASE)
+_PATH_SESSION = re.compile(r";(jsessionid|phpsessid|sid|sessionid)=[^/?#;]*", re.IGNORECASE)
+_ASPNET_SESSION = re.compile(r"/\((?:[A-Za-z]\([^)]*\))+\)(?=/)")  # /(S(abc))/
+_INDEX = re.compile(r"/(index|default)\.(html?|php|aspx?)$", re.IGNORECASE)
+_DUP_SLASHES = re.compile(r"/{2,}")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonicalize(url: str | bytes) -> str:
+    """The canonical form of an absolute http(s) URL."""
+    if isinstance(url, bytes):
+        try:
+            url = url.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidURL(repr(url[:200]), "not-utf8") from None
+    text = url.strip()
+    if not text:
+        raise InvalidURL(url, "empty")
+    if len(text) > MAX_URL_LENGTH:
+        raise InvalidURL(text, "too-long")
+    if any(ord(c) < 0x20 for c in text):
+        raise InvalidURL(text, "control-characters")
+    scheme = text.split(":", 1)[0].lower() if ":" in text else ""
+    if scheme not in DEFAULT_PORTS:
+        if scheme in {"javascript", "mailto", "data", "tel", "ftp", "file", "about", "blob"}:
+            raise InvalidURL(text, f"scheme-{scheme}")
+        if not scheme or text.startswith(("/", ".", "?", "#")) or "//" not in text:
+            raise InvalidURL(text, "relative")
+        raise InvalidURL(text, "scheme")
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        raise InvalidURL(text, "malformed") from None
+    if not host:
+        raise InvalidURL(text, "no-host")
+    path = _ASPNET_SESSION.sub("", _PATH_SESSION.sub("", parts.path))
+    path = _DUP_SLASHES.sub("/", path) or "/"
+    path = _INDEX.sub("/", path)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if not TRACKING.match(k) and not SESSION_PARAMS.match(k)]
+    netloc = host.lower()
+    if ":" in netloc:  # IPv6 literal
+        netloc = f"[{netloc}]"
+    if port is not None and port != DEFAULT_PORTS[parts.scheme.lower()]:
+        netloc += f":{port}"
+    rebuilt = urlunsplit((parts.scheme.lower(), netloc, path, urlencode(query), ""))
+    try:
+        canonical = canonicalize_url(rebuilt)
+    except (ValueError, UnicodeError):
+        raise InvalidURL(text, "malformed") from None
+    # canonicalize_url may re-expose a default port it was given explicitly; we never give one.
+    return canonical
+
+
+def fingerprint(url: str | bytes) -> str:
+    """Hex digest (128 bits) of the canonical URL: the dedup key everywhere."""
+    return hashlib.blake2b(canonicalize(url).encode(), digest_size=16).hexdigest()
+
+
+def resolve(base: str, href: str) -> str:
+    """An absolute URL for a link found on ``base``; raises :class:`InvalidURL`."""
+    href = href.strip()
+    lowered = href[:12].lower()
+    for scheme in ("javascript:", "mailto:", "data:", "tel:"):
+        if lowered.startswith(scheme):
+            raise InvalidURL(href, f"scheme-{scheme[:-1]}")
+    if len(href) > MAX_URL_LENGTH:
+        raise InvalidURL(href, "too-long")
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        raise InvalidURL(href, "malformed") from None
+
+
+def is_private_host(host: str) -> bool:
+    """True for loopback, private, link-local, reserved or unspecified addresses (resolving names)."""
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        if host.lower() in {"localhost", "localhost.localdomain"} or host.lower().endswith(
+                ".localhost"):
+            return True
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return False  # unresolvable: the fetch fails on its own, with its own reason
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    return any(a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
+               or a.is_unspecified or a.is_multicast for a in addresses)
+
+
+def check_target(url: str, *, allow_private: bool) -> None:
+    """Refuse targets on private networks unless the source allows them."""
+    if allow_private:
+        return
+    host = urlsplit(url).hostname or ""
+    if is_private_host(host):
+        raise InvalidURL(url, "private-network")

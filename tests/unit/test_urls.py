@@ -1,0 +1,90 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stratacrawl.errors import InvalidURL
+from stratacrawl.urls import canonicalize, check_target, fingerprint, is_private_host, resolve
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("raw, canonical", [
+    ("HTTP://Example.COM:80/a/./b/../c//d?b=2&a=1#frag", "http://example.com/a/c/d?a=1&b=2"),
+    ("https://ex.com:443/", "https://ex.com/"),
+    ("http://ex.com", "http://ex.com/"),
+    ("http://ex.com:8080/x", "http://ex.com:8080/x"),
+    ("http://ex.com/%7euser/a%2fb", "http://ex.com/~user/a%2Fb"),          # unreserved decoded, %2F kept
+    ("http://ex.com/?q=%e4%b8%ad", "http://ex.com/?q=%E4%B8%AD"),
+    ("http://bücher.de/Path", "http://xn--bcher-kva.de/Path"),             # IDNA, path case kept
+    ("http://ex.com/a?utm_source=x&utm_medium=y&fbclid=1&gclid=2&id=3", "http://ex.com/a?id=3"),
+    ("http://ex.com/a;jsessionid=ABC?x=1&PHPSESSID=9&sid=4", "http://ex.com/a?x=1"),
+    ("http://ex.com/(S(abcdef))/page.aspx", "http://ex.com/page.aspx"),
+    ("http://ex.com/news/index.html", "http://ex.com/news/"),
+    ("  http://ex.com/a b  ", "http://ex.com/a%20b"),
+    ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+])
+def test_canonical_forms(raw: str, canonical: str) -> None:
+    assert canonicalize(raw) == canonical
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("javascript:void(0)", "scheme-javascript"),
+    ("mailto:a@b.c", "scheme-mailto"),
+    ("data:text/html,hi", "scheme-data"),
+    ("/relative/path", "relative"),
+    ("page.html", "relative"),
+    ("", "empty"),
+    ("http://", "no-host"),
+    ("http://ex.com/" + "a" * 100_000, "too-long"),
+    (b"http://ex.com/\xff\xfe", "not-utf8"),
+    ("http://ex.com:99999/", "malformed"),
+    ("http://ex.com/\x00", "control-characters"),
+])
+def test_garbage_is_invalid_url_with_a_reason(raw: str | bytes, reason: str) -> None:
+    with pytest.raises(InvalidURL) as info:
+        canonicalize(raw)
+    assert info.value.reason == reason
+
+
+def test_fingerprint_is_of_the_canonical_form() -> None:
+    a = fingerprint("http://EX.com:80/a?b=1&utm_source=z")
+    assert a == fingerprint("http://ex.com/a?b=1") and len(a) == 32
+    assert a != fingerprint("http://ex.com/A?b=1")
+
+
+def test_resolve_links() -> None:
+    assert resolve("http://ex.com/a/b", "../c") == "http://ex.com/c"
+    with pytest.raises(InvalidURL):
+        resolve("http://ex.com/", "javascript:alert(1)")
+
+
+def test_private_networks() -> None:
+    assert is_private_host("127.0.0.1") and is_private_host("10.1.2.3")
+    assert is_private_host("169.254.1.1") and is_private_host("localhost")
+    assert is_private_host("[::1]") and not is_private_host("93.184.216.34")
+    with pytest.raises(InvalidURL, match="private-network"):
+        check_target("http://192.168.1.1/", allow_private=False)
+    check_target("http://192.168.1.1/", allow_private=True)
+
+
+urls = st.builds(
+    lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
+    st.sampled_from(["http", "HTTP", "https", "ftp", "javascript", ""]),
+    st.one_of(st.from_regex(r"[A-Za-z0-9\-]{1,12}(\.[A-Za-z]{2,5}){1,2}", fullmatch=True),
+              st.text(max_size=12)),
+    st.sampled_from(["", ":80", ":443", ":8080", ":0", ":x"]),
+    st.text(max_size=40).map(lambda t: "/" + t),
+    st.one_of(st.just(""), st.text(max_size=30).map(lambda t: "?" + t)),
+    st.one_of(st.just(""), st.text(max_size=10).map(lambda t: "#" + t)),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(urls, st.text(max_size=60), st.binary(max_size=60)))
+def test_canonicalize_is_idempotent_and_raises_only_invalid_url(raw: str | bytes) -> None:
+    try:
+        once = canonicalize(raw)
+    except InvalidURL:
+        return
+    assert canonicalize(once) == once
+    assert once.startswith(("http://", "https://"))
