@@ -138,3 +138,13 @@ async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Run
     yield runtime
     async with runtime.es_client() as es:
         await es.indices.delete(index=f"{settings.es_index_prefix}*", ignore_unavailable=True)
+
+
+@pytest.fixture
+async def comps(rt: Runtime) -> AsyncIterator[object]:
+    """Open frontier components on this test's tiers (small Bloom filter)."""
+    from stratacrawl.components import open_components
+
+    rt.settings.bloom_capacity = 100_000
+    async with open_components(rt) as c:
+        yield c

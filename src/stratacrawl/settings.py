@@ -32,6 +32,14 @@ class Settings(BaseSettings):
     # clusters keep the default. ``None`` = decide from whether the URL is embedded.
     es_plain_json: bool | None = None
     connect_timeout_s: float = 5.0
+    # Frontier.
+    bloom_capacity: int = Field(default=10_000_000, gt=0)
+    bloom_fp_rate: float = Field(default=0.001, gt=0, lt=1)
+    bloom_shards: int = Field(default=1, ge=1)
+    dedup_window_days: int = Field(default=7, ge=1)
+    hot_window: int = Field(default=2000, ge=10)
+    lease_s: float = Field(default=300.0, gt=0)
+    pg_pool_size: int = Field(default=8, ge=1)
 
     @property
     def state_path(self) -> Path:

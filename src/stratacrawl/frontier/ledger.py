@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -30,19 +31,26 @@ class Ledger:
     def __init__(self, *, pool: AsyncConnectionPool) -> None:
         self.pool = pool
 
-    async def enqueue(self, tasks: Sequence[NewTask], *, urgent_update: bool = False) -> int:
-        """Insert new tasks (COPY into a temporary table, then one INSERT … ON CONFLICT).
+    async def enqueue(self, tasks: Sequence[NewTask], *,
+                      on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
+        """Insert tasks and their URL state in one transaction; returns how many were queued.
 
-        Known URLs are left alone, except with ``urgent_update``: a known task that is not
-        in flight is made PENDING, due now, with the new (higher) priority.
+        Bulk path: COPY into a temporary table, then one INSERT … ON CONFLICT. Known URLs:
+        ``skip`` leaves them alone; ``requeue`` makes finished ones PENDING again (a stale
+        URL due for re-crawl); ``urgent`` also raises priority and due time of any task not
+        in flight (urgent submissions jump every queue).
         """
         if not tasks:
             return 0
         now = datetime.now(UTC)
-        conflict = ("DO NOTHING" if not urgent_update else
-                    "DO UPDATE SET priority = GREATEST(tasks.priority, EXCLUDED.priority), "
-                    "due_at = LEAST(tasks.due_at, EXCLUDED.due_at), state = 'PENDING', "
-                    "updated_at = now() WHERE tasks.state NOT IN ('LEASED', 'FETCHING')")
+        conflict = {
+            "skip": "DO NOTHING",
+            "requeue": "DO UPDATE SET state = 'PENDING', due_at = EXCLUDED.due_at, "
+                       "updated_at = now() WHERE tasks.state IN ('SUCCEEDED', 'FAILED')",
+            "urgent": "DO UPDATE SET priority = GREATEST(tasks.priority, EXCLUDED.priority), "
+                      "due_at = LEAST(tasks.due_at, EXCLUDED.due_at), state = 'PENDING', "
+                      "updated_at = now() WHERE tasks.state NOT IN ('LEASED', 'FETCHING')",
+        }[on_conflict]
         async with self.pool.connection() as conn:
             await conn.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS new_tasks (source_id text, url text, url_hash "
@@ -59,9 +67,24 @@ class Ledger:
                     "kind, priority, due_at, depth, trace_id FROM new_tasks "
                     f"ORDER BY source_id, url_hash, priority DESC ON CONFLICT (source_id, url_hash) "
                     f"{conflict}")
-                inserted = cur.rowcount
+                queued = cur.rowcount
+                await cur.execute(
+                    "INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
+                    "url_hash, source_id, url FROM new_tasks ORDER BY url_hash "
+                    "ON CONFLICT (url_hash) DO NOTHING")
             await conn.commit()
-        return max(inserted, 0)
+        return max(queued, 0)
+
+    async def rearm(self, source_id: str, cadence: timedelta) -> int:
+        """Seeds and list pages finished longer than ``cadence`` ago become due again."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET state = 'PENDING', due_at = now(), updated_at = now() "
+                "WHERE source_id = %s AND kind IN ('seed', 'list', 'sitemap') AND state IN "
+                "('SUCCEEDED', 'FAILED') AND COALESCE(finished_at, updated_at) < now() - %s",
+                (source_id, cadence))
+            await conn.commit()
+            return cur.rowcount
 
     async def ready_ids(self, source_id: str, limit: int,
                         horizon: timedelta = timedelta(0)) -> list[tuple[int, int, float]]:

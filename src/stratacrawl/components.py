@@ -1,0 +1,58 @@
+"""Open clients for one run and the core objects built on them (async half of the
+composition root; :class:`~stratacrawl.runtime.Runtime` is the other half)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import redis.asyncio as aioredis
+from elasticsearch import AsyncElasticsearch
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.cold.pool import make_pool
+from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
+from stratacrawl.frontier.dedup import Dedup
+from stratacrawl.frontier.discovery import Discovery
+from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.ledger import Ledger
+from stratacrawl.frontier.scheduler import Scheduler
+from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.runtime import Runtime
+
+
+@dataclass
+class Components:
+    runtime: Runtime
+    redis: aioredis.Redis
+    es: AsyncElasticsearch
+    pool: AsyncConnectionPool
+    ledger: Ledger
+    hot_queue: HotQueue
+    frontier: Frontier
+    bloom: BloomFilter
+    hot_urls: HotURLState
+    dedup: Dedup
+    discovery: Discovery
+    scheduler: Scheduler
+
+
+@contextlib.asynccontextmanager
+async def open_components(rt: Runtime) -> AsyncIterator[Components]:
+    """Everything a flow or CLI command needs, closed on exit."""
+    s = rt.settings
+    async with (rt.redis_client() as redis, rt.es_client() as es,
+                make_pool(rt.database_url, max_size=s.pg_pool_size) as pool):
+        ledger = Ledger(pool=pool)
+        hot_queue = HotQueue(redis=redis, window=s.hot_window)
+        frontier = Frontier(ledger=ledger, hot=hot_queue, lease=timedelta(seconds=s.lease_s))
+        bloom = BloomFilter(redis=redis, spec=BloomSpec.for_capacity(
+            s.bloom_capacity, s.bloom_fp_rate, shards=s.bloom_shards))
+        hot_urls = HotURLState(redis=redis)
+        dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, es=es, layout=rt.layout,
+                      window=timedelta(days=s.dedup_window_days))
+        yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
+                         Discovery(frontier=frontier, dedup=dedup), Scheduler(redis=redis))

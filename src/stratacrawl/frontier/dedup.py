@@ -1,0 +1,143 @@
+"""Dedup: is a URL new, queued, crawled recently (skip) or crawled long ago (due again)?
+
+The chain for a batch of fingerprints:
+1. a 300 ms in-process cache absorbs bursts of identical checks;
+2. the Bloom filter: a negative is certainly new (and is added, atomically);
+3. on a positive, the exact check: hot URL state, then warm (``mget`` by URL hash over
+   the weekly ``url_dedup`` indices of the window), then cold (``url_state``);
+4. a re-referenced URL is promoted to hot URL state (hits, last access).
+When warm is down the chain goes straight to cold: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from elasticsearch import AsyncElasticsearch
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.frontier.bloom import BloomFilter
+from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.warm.indices import IndexLayout
+
+log = logging.getLogger(__name__)
+
+
+class Verdict(StrEnum):
+    NEW = "new"          # never seen: enqueue
+    QUEUED = "queued"    # known, not crawled yet: skip
+    RECENT = "recent"    # crawled within the window: skip
+    STALE = "stale"      # crawled before the window: due again
+
+
+class Dedup:
+    """Batch dedup over the three tiers."""
+
+    def __init__(self, *, bloom: BloomFilter, hot: HotURLState, pool: AsyncConnectionPool,
+                 es: AsyncElasticsearch | None, layout: IndexLayout,
+                 window: timedelta = timedelta(days=7), cache_ttl_s: float = 0.3) -> None:
+        self.bloom = bloom
+        self.hot = hot
+        self.pool = pool
+        self.es = es
+        self.layout = layout
+        self.window = window
+        self.cache_ttl_s = cache_ttl_s
+        self._cache: dict[str, tuple[float, Verdict]] = {}
+        self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
+                                      "bloom_false_positive": 0, "warm_errors": 0}
+
+    def _age_verdict(self, last_crawled: float | None, now: float) -> Verdict:
+        if last_crawled is None:
+            return Verdict.QUEUED
+        return Verdict.RECENT if now - last_crawled < self.window.total_seconds() else Verdict.STALE
+
+    async def check(self, fps: Sequence[str]) -> list[Verdict]:
+        now = time.time()
+        out: dict[str, Verdict] = {}
+        todo: list[str] = []
+        for fp in dict.fromkeys(fps):
+            hit = self._cache.get(fp)
+            if hit and hit[0] > now:
+                out[fp] = hit[1]
+                self.stats["cache"] += 1
+            else:
+                todo.append(fp)
+        if todo:
+            maybe = [fp for fp, seen in zip(todo, await self.bloom.check_and_add(todo),
+                                            strict=True) if seen]
+            for fp in set(todo) - set(maybe):
+                out[fp] = Verdict.NEW
+            self.stats["bloom_new"] += len(todo) - len(maybe)
+            if maybe:
+                out.update(await self._exact(maybe, now))
+            if len(self._cache) > 100_000:
+                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+            expiry = now + self.cache_ttl_s
+            for fp in todo:
+                self._cache[fp] = (expiry, out[fp])
+        return [out[fp] for fp in fps]
+
+    async def _exact(self, fps: list[str], now: float) -> dict[str, Verdict]:
+        found: dict[str, Verdict] = {}
+        promote: dict[str, dict[str, str | int | float | None]] = {}
+        hot = await self.hot.get_many(fps)
+        rest = []
+        for fp, entry in zip(fps, hot, strict=True):
+            if entry is not None and entry.last_crawled is not None:
+                found[fp] = self._age_verdict(entry.last_crawled, now)
+                self.stats["hot"] += 1
+            else:
+                rest.append(fp)
+        await self.hot.touch([fp for fp in fps if fp in found])
+        if rest and self.es is not None:
+            try:
+                warm = await self._warm(rest)
+            except Exception as e:  # warm is optional: degrade to cold
+                self.stats["warm_errors"] += 1
+                log.warning("dedup: warm tier unavailable, using cold: %s", e)
+                warm = {}
+            for fp, last in warm.items():
+                found[fp] = self._age_verdict(last, now)
+                promote[fp] = {"lc": last, "h": 1, "la": now}
+            self.stats["warm"] += len(warm)
+            rest = [fp for fp in rest if fp not in warm]
+        if rest:
+            cold = await self._cold(rest)
+            for fp in rest:
+                if fp in cold:
+                    found[fp] = self._age_verdict(cold[fp], now)
+                    self.stats["cold"] += 1
+                    if cold[fp] is not None:
+                        promote[fp] = {"lc": cold[fp], "h": 1, "la": now}
+                else:
+                    found[fp] = Verdict.NEW
+                    self.stats["bloom_false_positive"] += 1
+        await self.hot.put_many(promote)
+        return found
+
+    async def _warm(self, fps: list[str]) -> dict[str, float]:
+        assert self.es is not None
+        indices = self.layout.window("url_dedup", self.window.days)
+        docs = [{"_index": idx, "_id": fp} for fp in fps for idx in indices]
+        resp = await self.es.mget(docs=docs, source_includes=["last_crawled"])
+        out: dict[str, float] = {}
+        for doc in resp["docs"]:
+            if doc.get("found"):
+                raw = doc["_source"].get("last_crawled")
+                ts = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() if raw else 0.0
+                out[doc["_id"]] = max(out.get(doc["_id"], 0.0), ts)
+        return out
+
+    async def _cold(self, fps: list[str]) -> dict[str, float | None]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
+                "WHERE url_hash = ANY(%s)", (fps,))
+            rows = await cur.fetchall()
+            await conn.rollback()
+        return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}

@@ -1,0 +1,122 @@
+"""Discovery: links → scope → canonical form → dedup → ledger.
+
+Every dropped link is counted by reason (malformed, relative garbage, ``javascript:``,
+private network, out of scope, robots, …); nothing raises out of ``discover``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from stratacrawl.errors import InvalidURL
+from stratacrawl.frontier.dedup import Dedup, Verdict
+from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.frontier.tasks import URGENT, NewTask
+from stratacrawl.sources import Source
+from stratacrawl.urls import canonicalize, check_target, fingerprint, resolve
+
+
+@dataclass
+class DiscoveryStats:
+    links: int = 0
+    queued: int = 0
+    requeued: int = 0
+    known: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: DiscoveryStats) -> None:
+        self.links += other.links
+        self.queued += other.queued
+        self.requeued += other.requeued
+        self.known += other.known
+        self.dropped.update(other.dropped)
+
+
+def classify(source: Source, url: str) -> str | None:
+    """``list``, ``item`` or ``None`` (out of scope) for a canonical URL of this source."""
+    if source.allow and not source.matches("allow", url):
+        return None
+    if source.matches("items", url):
+        return "item"
+    if source.matches("follow", url):
+        return "list"
+    return None
+
+
+class Discovery:
+    def __init__(self, *, frontier: Frontier, dedup: Dedup) -> None:
+        self.frontier = frontier
+        self.dedup = dedup
+
+    def _prepare(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
+                 stats: DiscoveryStats, kind: str | None = None,
+                 default_kind: str | None = None) -> list[tuple[str, str, str]]:
+        """(wire URL, fingerprint, kind) of the links worth a dedup check."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for href in hrefs:
+            stats.links += 1
+            try:
+                if isinstance(href, bytes):
+                    href = href.decode("utf-8")
+                url = resolve(base, href) if base else href
+                canonical = canonicalize(url)
+                check_target(canonical, allow_private=source.allow_private_networks)
+            except UnicodeDecodeError:
+                stats.dropped["not-utf8"] += 1
+                continue
+            except InvalidURL as e:
+                stats.dropped[e.reason] += 1
+                continue
+            link_kind = kind or classify(source, canonical) or default_kind
+            if link_kind is None:
+                stats.dropped["out-of-scope"] += 1
+                continue
+            fp = fingerprint(canonical)
+            out.setdefault(fp, (url, fp, link_kind))
+        return list(out.values())
+
+    async def discover(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
+                       depth: int = 1, trace_id: str | None = None) -> DiscoveryStats:
+        """Enqueue the new and the stale links found on ``base``."""
+        stats = DiscoveryStats()
+        candidates = self._prepare(source, base, hrefs, stats)
+        if not candidates:
+            return stats
+        verdicts = await self.dedup.check([fp for _, fp, _ in candidates])
+        fresh, stale = [], []
+        for (url, fp, kind), verdict in zip(candidates, verdicts, strict=True):
+            task = NewTask(source.id, url, fp, kind, source.priority, depth=depth,
+                           trace_id=trace_id)
+            if verdict is Verdict.NEW:
+                fresh.append(task)
+            elif verdict is Verdict.STALE:
+                stale.append(task)
+            else:
+                stats.known += 1
+        stats.queued = await self.frontier.add(fresh)
+        stats.requeued = await self.frontier.add(stale, on_conflict="requeue")
+        stats.known += len(fresh) - stats.queued
+        return stats
+
+    async def seed(self, source: Source) -> DiscoveryStats:
+        """The source's seeds into the ledger (once), and finished lists due again re-armed."""
+        stats = DiscoveryStats()
+        candidates = self._prepare(source, None, source.seeds, stats, kind="seed")
+        await self.dedup.bloom.check_and_add([fp for _, fp, _ in candidates])
+        stats.queued = await self.frontier.add(
+            [NewTask(source.id, url, fp, "seed", source.priority) for url, fp, _ in candidates])
+        stats.requeued = await self.frontier.ledger.rearm(source.id, source.cadence_td)
+        return stats
+
+    async def submit(self, source: Source, urls: Sequence[str]) -> DiscoveryStats:
+        """Urgent URLs: ahead of every scheduled task of the source, crawled even if known."""
+        stats = DiscoveryStats()
+        # An urgent URL outside follow/items is still fetched, as an item.
+        candidates = self._prepare(source, None, urls, stats, default_kind="item")
+        await self.dedup.bloom.check_and_add([fp for _, fp, _ in candidates])
+        stats.queued = await self.frontier.add(
+            [NewTask(source.id, url, fp, kind, URGENT) for url, fp, kind in candidates],
+            on_conflict="urgent")
+        return stats

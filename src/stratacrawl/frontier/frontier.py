@@ -1,0 +1,87 @@
+"""The frontier facade: the ledger is the truth, the hot queue a bounded window of it.
+
+A claim pops due ids from the source's hot queue (one Lua call) and leases them in the
+ledger with a guarded UPDATE: an id that another claimer got first, or that is no
+longer ready, is simply not returned. So N claimers never lease one task twice, and a
+Redis that lost everything is refilled from the ledger on the next claim.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from psycopg import AsyncConnection
+
+from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.ledger import Ledger
+from stratacrawl.frontier.tasks import Batch, NewTask, Outcome
+
+LEVEL2_DELAY = timedelta(minutes=15)
+
+
+class Frontier:
+    """Enqueue, claim in batches, complete, reclaim."""
+
+    def __init__(self, *, ledger: Ledger, hot: HotQueue, lease: timedelta = timedelta(minutes=5),
+                 refill_horizon: timedelta = timedelta(seconds=2)) -> None:
+        self.ledger = ledger
+        self.hot = hot
+        self.lease = lease
+        self.refill_horizon = refill_horizon
+
+    async def add(self, tasks: Sequence[NewTask],
+                  on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
+        n = await self.ledger.enqueue(tasks, on_conflict=on_conflict)
+        if on_conflict == "urgent":
+            for source_id in {t.source_id for t in tasks}:
+                await self.refill(source_id, force=True)
+        return n
+
+    async def refill(self, source_id: str, force: bool = False) -> int:
+        """Top the hot window up from the ledger when it is below half (or when forced)."""
+        if not force and await self.hot.size(source_id) >= self.hot.window // 2:
+            return 0
+        items = await self.ledger.ready_ids(source_id, self.hot.window, self.refill_horizon)
+        await self.hot.push(source_id, items)
+        return len(items)
+
+    async def claim(self, source_id: str, n: int, owner: str) -> Batch:
+        """Up to ``n`` due tasks of one source, leased to ``owner``, best first."""
+        batch = Batch(source_id=source_id, batch_id=uuid.uuid4().hex[:16])
+        for attempt in range(2):
+            await self.refill(source_id, force=attempt > 0)
+            ids = await self.hot.pop(source_id, n, self.lease.total_seconds())
+            if not ids:
+                continue
+            batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
+            stale = set(ids) - {t.id for t in batch.tasks}
+            if stale:
+                await self.hot.done(source_id, list(stale))
+            if batch.tasks:
+                break
+        return batch
+
+    async def complete(self, source_id: str, outcomes: Sequence[Outcome], owner: str,
+                       conn: AsyncConnection | None = None) -> int:
+        """Record outcomes (in ``conn``'s transaction when given) and drop the hot leases."""
+        applied = await self.ledger.finish(outcomes, owner, conn)
+        await self.hot.done(source_id, [o.task_id for o in outcomes])
+        return applied
+
+    async def delay(self, batch: Batch, owner: str, delay: timedelta = LEVEL2_DELAY) -> int:
+        """Level-2 retry: the whole batch waits (``RETRY_WAIT``) and is due again later."""
+        ids = [t.id for t in batch.tasks]
+        n = await self.ledger.release(ids, owner, due_at=datetime.now(UTC) + delay)
+        await self.hot.done(batch.source_id, ids)
+        return n
+
+    async def reclaim(self) -> int:
+        """Expired leases back to PENDING (ledger), and out of the hot lease sets."""
+        reclaimed = await self.ledger.reclaim_expired()
+        for source_id in {s for s, _ in reclaimed}:
+            await self.hot.drop_expired_leases(source_id)
+            await self.refill(source_id, force=True)
+        return len(reclaimed)

@@ -1,0 +1,201 @@
+"""Ledger, hot queues and claims against real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stratacrawl.components import Components
+from stratacrawl.frontier.tasks import URGENT, NewTask, Outcome, TaskState
+from stratacrawl.urls import fingerprint
+
+pytestmark = pytest.mark.integration
+
+
+def tasks(n: int, source: str = "s1", priority: int = 5, kind: str = "item") -> list[NewTask]:
+    urls = [f"http://example.test/{source}/{i}" for i in range(n)]
+    return [NewTask(source, u, fingerprint(u), kind, priority) for u in urls]
+
+
+async def state_counts(c: Components) -> dict[str, int]:
+    return (await c.ledger.counts()).get("s1", {})
+
+
+async def test_enqueue_is_idempotent_and_records_url_state(comps: Components) -> None:
+    assert await comps.frontier.add(tasks(50)) == 50
+    assert await comps.frontier.add(tasks(60)) == 10
+    assert await state_counts(comps) == {"PENDING": 60}
+    async with comps.pool.connection() as conn:
+        n = await (await conn.execute("SELECT count(*) FROM url_state")).fetchone()
+    assert n == (60,)
+
+
+async def test_claims_go_by_priority_and_lease(comps: Components) -> None:
+    await comps.frontier.add(tasks(30))
+    urgent = "http://example.test/urgent"
+    await comps.frontier.add([NewTask("s1", urgent, fingerprint(urgent), "item", URGENT)],
+                             on_conflict="urgent")
+    batch = await comps.frontier.claim("s1", 10, "w1")
+    assert len(batch.tasks) == 10
+    assert batch.tasks[0].url == "http://example.test/urgent"
+    assert all(t.lease_owner == "w1" and t.attempts == 1 for t in batch.tasks)
+    assert await state_counts(comps) == {"PENDING": 21, "LEASED": 10}
+    assert await comps.hot_queue.in_flight("s1") == 10
+
+
+async def test_completion_is_guarded_by_the_lease(comps: Components) -> None:
+    await comps.frontier.add(tasks(5))
+    batch = await comps.frontier.claim("s1", 5, "w1")
+    ids = [t.id for t in batch.tasks]
+    # w2 does not hold these leases: nothing happens.
+    assert await comps.frontier.complete("s1", [Outcome(i, TaskState.SUCCEEDED) for i in ids],
+                                         "w2") == 0
+    # Lease expiry: reclaimed to PENDING, then the stale owner cannot complete.
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s'")
+        await conn.commit()
+    assert await comps.frontier.reclaim() == 5
+    assert await comps.frontier.complete("s1", [Outcome(i, TaskState.SUCCEEDED) for i in ids],
+                                         "w1") == 0
+    again = await comps.frontier.claim("s1", 5, "w2")
+    assert sorted(t.id for t in again.tasks) == sorted(ids)
+    assert all(t.attempts == 2 for t in again.tasks)
+    assert await comps.frontier.complete(
+        "s1", [Outcome(i, TaskState.SUCCEEDED, status=200) for i in ids], "w2") == 5
+    assert await state_counts(comps) == {"SUCCEEDED": 5}
+
+
+async def test_level2_delay_and_not_due_tasks(comps: Components) -> None:
+    await comps.frontier.add(tasks(4))
+    batch = await comps.frontier.claim("s1", 4, "w1")
+    assert await comps.frontier.delay(batch, "w1") == 4
+    assert await state_counts(comps) == {"RETRY_WAIT": 4}
+    assert (await comps.frontier.claim("s1", 4, "w1")).tasks == []  # due in 15 minutes
+    async with comps.pool.connection() as conn:
+        due = await (await conn.execute("SELECT min(due_at) FROM tasks")).fetchone()
+    assert due[0] > datetime.now(UTC) + timedelta(minutes=14)
+
+
+async def test_redis_loss_loses_nothing(comps: Components) -> None:
+    await comps.frontier.add(tasks(40))
+    first = await comps.frontier.claim("s1", 10, "w1")
+    await comps.redis.flushdb()
+    rest = []
+    while batch := (await comps.frontier.claim("s1", 7, "w2")).tasks:
+        rest += batch
+    ids = [t.id for t in first.tasks] + [t.id for t in rest]
+    assert len(ids) == len(set(ids)) == 40
+
+
+async def test_hot_window_stays_bounded(comps: Components) -> None:
+    comps.hot_queue.window = 50
+    await comps.frontier.add(tasks(2000))
+    await comps.frontier.claim("s1", 10, "w1")
+    assert await comps.hot_queue.size("s1") <= 50
+
+
+async def test_rearm_and_requeue(comps: Components) -> None:
+    seed = NewTask("s1", "http://example.test/", fingerprint("http://example.test/"), "seed")
+    await comps.frontier.add([seed])
+    batch = await comps.frontier.claim("s1", 1, "w1")
+    await comps.frontier.complete("s1", [Outcome(batch.tasks[0].id, TaskState.SUCCEEDED)], "w1")
+    assert await comps.ledger.rearm("s1", timedelta(hours=1)) == 0
+    assert await comps.ledger.rearm("s1", timedelta(0)) == 1
+    assert await state_counts(comps) == {"PENDING": 1}
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.sampled_from(["claim", "done", "fail", "crash", "expire",
+                                               "flush"]),
+                              st.integers(0, 2), st.integers(1, 6)), min_size=5, max_size=40))
+async def test_state_machine_never_loses_or_double_leases(comps: Components, ops) -> None:
+    async with comps.pool.connection() as conn:
+        await conn.execute("TRUNCATE tasks, url_state")
+        await conn.commit()
+    await comps.redis.flushdb()
+    await comps.frontier.add(tasks(25))
+    held: dict[str, set[int]] = {"w0": set(), "w1": set(), "w2": set()}
+    finished: set[int] = set()
+    for op, w, n in ops:
+        worker = f"w{w}"
+        if op == "claim":
+            got = {t.id for t in (await comps.frontier.claim("s1", n, worker)).tasks}
+            for other, ids in held.items():
+                assert not (got & ids), f"{worker} got tasks leased to {other}"
+            assert not (got & finished)
+            held[worker] |= got
+        elif op in ("done", "fail") and held[worker]:
+            ids = random.Random(n).sample(sorted(held[worker]), min(n, len(held[worker])))
+            state = TaskState.SUCCEEDED if op == "done" else TaskState.FAILED
+            applied = await comps.frontier.complete("s1", [Outcome(i, state) for i in ids], worker)
+            assert applied == len(ids)
+            held[worker] -= set(ids)
+            finished |= set(ids)
+        elif op == "crash":  # the worker vanishes; its leases run out
+            async with comps.pool.connection() as conn:
+                await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
+                                   "WHERE lease_owner = %s", (worker,))
+                await conn.commit()
+            held[worker] = set()
+        elif op == "expire":
+            await comps.frontier.reclaim()
+        elif op == "flush":
+            await comps.redis.flushdb()
+    # Drain: everything not finished is claimable again and is finished exactly once.
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
+                           "WHERE state IN ('LEASED', 'FETCHING')")
+        await conn.commit()
+    await comps.frontier.reclaim()
+    while batch := (await comps.frontier.claim("s1", 10, "drain")).tasks:
+        ids = {t.id for t in batch}
+        assert not (ids & finished)
+        await comps.frontier.complete("s1", [Outcome(i, TaskState.SUCCEEDED) for i in ids],
+                                      "drain")
+        finished |= ids
+    counts = await state_counts(comps)
+    assert sum(counts.values()) == 25 and len(finished) == 25
+    assert set(counts) <= {"SUCCEEDED", "FAILED"}
+
+
+def _claimer(db_url: str, redis_url: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
+    from stratacrawl.cold.pool import make_pool
+    from stratacrawl.frontier.frontier import Frontier
+    from stratacrawl.frontier.hot_queue import HotQueue
+    from stratacrawl.frontier.ledger import Ledger
+
+    async def main() -> list[int]:
+        import redis.asyncio as aioredis
+
+        got: list[int] = []
+        async with aioredis.Redis.from_url(redis_url) as r, make_pool(db_url) as pool:
+            f = Frontier(ledger=Ledger(pool=pool), hot=HotQueue(redis=r, window=300))
+            while batch := (await f.claim("s1", 25, f"p{mp.current_process().pid}")).tasks:
+                got += [t.id for t in batch]
+        return got
+
+    q.put(asyncio.run(main()))
+
+
+async def test_concurrent_claimer_processes_never_share_a_task(comps: Components) -> None:
+    await comps.frontier.add(tasks(3000))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(comps.runtime.database_url,
+                                                comps.runtime.endpoints.redis_url, q))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+    claimed = [i for r in results for i in r]
+    assert len(claimed) == len(set(claimed)) == 3000
+    assert sum(1 for r in results if r) >= 2  # the work really was shared
