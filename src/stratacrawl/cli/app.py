@@ -6,7 +6,7 @@ import typer
 
 from stratacrawl.cli import bench, demo, doctor, services, sim, sources, stack
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
 app.add_typer(services.app, name="services")
 app.add_typer(sources.app, name="sources")

@@ -9,6 +9,10 @@ from stratacrawl.cold.db import libpq_url
 
 def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
               name: str = "stratacrawl") -> AsyncConnectionPool:
-    """Open it with ``async with make_pool(...) as pool``."""
+    """Open it with ``async with make_pool(...) as pool``.
+
+    Connections are in autocommit mode: a single statement is one round trip; several
+    statements that must hold together run in ``async with conn.transaction()``.
+    """
     return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
-                               name=name, kwargs={"autocommit": False})
+                               name=name, kwargs={"autocommit": True})

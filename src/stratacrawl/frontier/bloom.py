@@ -48,6 +48,9 @@ class BloomSpec:
         return float((1 - math.exp(-self.k * n / (self.bits * self.shards))) ** self.k)
 
 
+# URLs per BITFIELD: far below Redis' 1,048,576-argument limit, and small enough that
+# encoding the next chunk overlaps Redis executing this one.
+CHUNK_URLS = 2_000
 _POW10 = np.array([10**i for i in range(11)], dtype=np.int64)
 _SET = b"$3\r\nSET\r\n$2\r\nu1\r\n$%d\r\n%d\r\n$1\r\n1\r\n"
 _GET = b"$3\r\nGET\r\n$2\r\nu1\r\n$%d\r\n%d\r\n"
@@ -96,32 +99,34 @@ class BloomFilter:
             pos = (h1[:, None] + i[None, :] * h2[:, None]) % np.uint64(self.spec.bits)
         return shard, pos
 
-    async def _send(self, request: bytes) -> list[int]:
+    async def _run(self, fingerprints: Sequence[str], add: bool) -> list[bool]:
+        if not fingerprints:
+            return []
+        shard, pos = self.positions(fingerprints)
+        chunks: list[np.ndarray] = []
+        for s in range(self.spec.shards):
+            rows = np.nonzero(shard == s)[0] if self.spec.shards > 1 else np.arange(shard.size)
+            chunks += [rows[i:i + CHUNK_URLS] for i in range(0, rows.size, CHUNK_URLS)]
         pool = self.redis.connection_pool
         conn = await pool.get_connection()
         try:
-            await conn.send_packed_command(request)
-            reply = await conn.read_response()
+            # Pipelined: each chunk is written as soon as it is encoded, so Redis works on
+            # chunk i while this process encodes chunk i+1; replies are read in order after.
+            for part in chunks:
+                shard_of = int(shard[part[0]])
+                await conn.send_packed_command(
+                    encode_bitfield(self.key(shard_of), pos[part], add), check_health=False)
+            replies = [await conn.read_response() for _ in chunks]
         except BaseException:
             await conn.disconnect()
             raise
         finally:
             await pool.release(conn)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply  # type: ignore[no-any-return]
-
-    async def _run(self, fingerprints: Sequence[str], add: bool) -> list[bool]:
-        if not fingerprints:
-            return []
-        shard, pos = self.positions(fingerprints)
         out = np.zeros(len(fingerprints), dtype=bool)
-        for s in range(self.spec.shards):
-            rows = np.nonzero(shard == s)[0]
-            if rows.size == 0:
-                continue
-            bits = await self._send(encode_bitfield(self.key(s), pos[rows], add))
-            out[rows] = np.asarray(bits, dtype=np.uint8).reshape(-1, self.spec.k).all(axis=1)
+        for part, bits in zip(chunks, replies, strict=True):
+            if isinstance(bits, Exception):
+                raise bits
+            out[part] = np.asarray(bits, dtype=np.uint8).reshape(-1, self.spec.k).all(axis=1)
         return out.tolist()  # type: ignore[no-any-return]
 
     async def check_and_add(self, fingerprints: Sequence[str]) -> list[bool]:

@@ -11,9 +11,10 @@ When warm is down the chain goes straight to cold: slower, never wrong.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -48,6 +49,8 @@ class Dedup:
         self.window = window
         self.cache_ttl_s = cache_ttl_s
         self._cache: dict[str, tuple[float, Verdict]] = {}
+        self._next_sweep = 0.0
+        self._background: set[asyncio.Task[None]] = set()
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
                                       "bloom_false_positive": 0, "warm_errors": 0}
 
@@ -75,37 +78,36 @@ class Dedup:
             self.stats["bloom_new"] += len(todo) - len(maybe)
             if maybe:
                 out.update(await self._exact(maybe, now))
-            if len(self._cache) > 100_000:
-                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-            expiry = now + self.cache_ttl_s
-            for fp in todo:
-                self._cache[fp] = (expiry, out[fp])
+            self._remember(todo, out, now)
         return [out[fp] for fp in fps]
 
+    def _remember(self, fps: list[str], verdicts: dict[str, Verdict], now: float) -> None:
+        if self.cache_ttl_s <= 0:
+            return
+        if now >= self._next_sweep:  # expired entries go in one pass, at most every TTL
+            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+            self._next_sweep = now + self.cache_ttl_s
+        expiry = now + self.cache_ttl_s
+        for fp in fps:
+            self._cache[fp] = (expiry, verdicts[fp])
+
     async def _exact(self, fps: list[str], now: float) -> dict[str, Verdict]:
+        # Hot and warm are asked together: the answer costs one round trip, not two.
+        hot, warm = await asyncio.gather(self.hot.get_many(fps), self._warm_safe(fps))
         found: dict[str, Verdict] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
-        hot = await self.hot.get_many(fps)
-        rest = []
+        touched, rest = [], []
         for fp, entry in zip(fps, hot, strict=True):
             if entry is not None and entry.last_crawled is not None:
                 found[fp] = self._age_verdict(entry.last_crawled, now)
+                touched.append(fp)
                 self.stats["hot"] += 1
+            elif fp in warm:
+                found[fp] = self._age_verdict(warm[fp], now)
+                promote[fp] = {"lc": warm[fp], "h": 1, "la": now}
+                self.stats["warm"] += 1
             else:
                 rest.append(fp)
-        await self.hot.touch([fp for fp in fps if fp in found])
-        if rest and self.es is not None:
-            try:
-                warm = await self._warm(rest)
-            except Exception as e:  # warm is optional: degrade to cold
-                self.stats["warm_errors"] += 1
-                log.warning("dedup: warm tier unavailable, using cold: %s", e)
-                warm = {}
-            for fp, last in warm.items():
-                found[fp] = self._age_verdict(last, now)
-                promote[fp] = {"lc": last, "h": 1, "la": now}
-            self.stats["warm"] += len(warm)
-            rest = [fp for fp in rest if fp not in warm]
         if rest:
             cold = await self._cold(rest)
             for fp in rest:
@@ -117,8 +119,36 @@ class Dedup:
                 else:
                     found[fp] = Verdict.NEW
                     self.stats["bloom_false_positive"] += 1
-        await self.hot.put_many(promote)
+        # Promotion and hit counting are bookkeeping: off the answer's critical path.
+        self._spawn(self._promote(touched, promote))
         return found
+
+    async def _promote(self, touched: list[str],
+                       promote: dict[str, dict[str, str | int | float | None]]) -> None:
+        try:
+            await self.hot.record(touched, promote)
+        except Exception as e:  # hot state is a cache: a failed promotion loses nothing
+            log.warning("dedup: promotion to hot failed: %s", e)
+
+    def _spawn(self, coro: Coroutine[None, None, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def flush(self) -> None:
+        """Wait for background promotions (tests, shutdown)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def _warm_safe(self, fps: list[str]) -> dict[str, float]:
+        if self.es is None:
+            return {}
+        try:
+            return await self._warm(fps)
+        except Exception as e:  # warm is optional: degrade to cold
+            self.stats["warm_errors"] += 1
+            log.warning("dedup: warm tier unavailable, using cold: %s", e)
+            return {}
 
     async def _warm(self, fps: list[str]) -> dict[str, float]:
         assert self.es is not None
@@ -139,5 +169,4 @@ class Dedup:
                 "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
                 "WHERE url_hash = ANY(%s)", (fps,))
             rows = await cur.fetchall()
-            await conn.rollback()
         return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}

@@ -51,7 +51,7 @@ class Ledger:
                       "due_at = LEAST(tasks.due_at, EXCLUDED.due_at), state = 'PENDING', "
                       "updated_at = now() WHERE tasks.state NOT IN ('LEASED', 'FETCHING')",
         }[on_conflict]
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS new_tasks (source_id text, url text, url_hash "
                 "text, kind text, priority smallint, due_at timestamptz, depth int, trace_id text) "
@@ -72,7 +72,6 @@ class Ledger:
                     "INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
                     "url_hash, source_id, url FROM new_tasks ORDER BY url_hash "
                     "ON CONFLICT (url_hash) DO NOTHING")
-            await conn.commit()
         return max(queued, 0)
 
     async def rearm(self, source_id: str, cadence: timedelta) -> int:
@@ -83,7 +82,6 @@ class Ledger:
                 "WHERE source_id = %s AND kind IN ('seed', 'list', 'sitemap') AND state IN "
                 "('SUCCEEDED', 'FAILED') AND COALESCE(finished_at, updated_at) < now() - %s",
                 (source_id, cadence))
-            await conn.commit()
             return cur.rowcount
 
     async def ready_ids(self, source_id: str, limit: int,
@@ -108,7 +106,6 @@ class Ledger:
                 f"WHERE id = ANY(%s) AND {_READY} RETURNING {_CLAIM_COLUMNS}",
                 (owner, lease, batch_id, list(ids)))
             rows = await cur.fetchall()
-            await conn.commit()
         order = {i: n for n, i in enumerate(ids)}
         return sorted(_claimed(rows), key=lambda t: order[t.id])
 
@@ -125,7 +122,6 @@ class Ledger:
                 + ", ".join(f"t.{c.strip()}" for c in _CLAIM_COLUMNS.split(",")),
                 (source_id, limit, owner, lease, batch_id))
             rows = await cur.fetchall()
-            await conn.commit()
         return sorted(_claimed(rows), key=lambda t: (-t.priority, t.id))
 
     async def mark_fetching(self, task_id: int, owner: str) -> bool:
@@ -133,7 +129,6 @@ class Ledger:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = %s AND "
                 "lease_owner = %s AND state = 'LEASED'", (task_id, owner))
-            await conn.commit()
             return cur.rowcount == 1
 
     async def finish(self, outcomes: Sequence[Outcome], owner: str,
@@ -161,7 +156,6 @@ class Ledger:
             return cur.rowcount
         async with self.pool.connection() as own:
             cur = await own.execute(sql, params)
-            await own.commit()
             return cur.rowcount
 
     async def reclaim_expired(self) -> list[tuple[str, int]]:
@@ -172,7 +166,6 @@ class Ledger:
                 "last_error = 'lease expired', updated_at = now() WHERE state IN ('LEASED', "
                 "'FETCHING') AND lease_expires_at < now() RETURNING source_id, id")
             rows = await cur.fetchall()
-            await conn.commit()
         return [(str(s), int(i)) for s, i in rows]
 
     async def release(self, ids: Sequence[int], owner: str, due_at: datetime | None = None) -> int:

@@ -49,30 +49,34 @@ class HotURLState:
     async def get_many(self, fps: Sequence[str]) -> list[HotURL | None]:
         if not fps:
             return []
+        if len(fps) == 1:  # a pipeline object costs more than the round trip it saves
+            return [_decode(await self.redis.hmget(key(fps[0]), FIELDS))]
         async with self.redis.pipeline(transaction=False) as pipe:
             for fp in fps:
                 pipe.hmget(key(fp), FIELDS)
             rows = await pipe.execute()
         return [_decode(r) for r in rows]
 
-    async def touch(self, fps: Sequence[str], now: float | None = None) -> None:
-        """A re-reference: one more hit, accessed now."""
-        if not fps:
+    async def record(self, touched: Sequence[str],
+                     entries: Mapping[str, Mapping[str, str | int | float | None]],
+                     now: float | None = None) -> None:
+        """One pipeline: re-references of ``touched`` (one more hit, accessed now) and
+        promotions or updates of ``entries`` (fields as in ``FIELDS``; ``None`` skipped)."""
+        if not touched and not entries:
             return
-        now = now or time.time()
+        stamp = f"{now or time.time():.3f}"
         async with self.redis.pipeline(transaction=False) as pipe:
-            for fp in fps:
+            for fp in touched:
                 pipe.hincrby(key(fp), "h", 1)
-                pipe.hset(key(fp), "la", f"{now:.3f}")
-            await pipe.execute()
-
-    async def put_many(self, entries: Mapping[str, Mapping[str, str | int | float | None]]) -> None:
-        """Promote or update entries (fields as in ``FIELDS``; ``None`` values are skipped)."""
-        if not entries:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hset(key(fp), "la", stamp)
             for fp, fields in entries.items():
                 clean = {k: str(v) for k, v in fields.items() if v is not None}
                 if clean:
                     pipe.hset(key(fp), mapping=clean)  # type: ignore[arg-type]
             await pipe.execute()
+
+    async def touch(self, fps: Sequence[str], now: float | None = None) -> None:
+        await self.record(fps, {}, now)
+
+    async def put_many(self, entries: Mapping[str, Mapping[str, str | int | float | None]]) -> None:
+        await self.record([], entries)

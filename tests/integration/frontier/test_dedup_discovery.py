@@ -66,6 +66,7 @@ async def test_dedup_verdicts_through_every_tier(comps: Components) -> None:
     assert await d.check([fp(1), fp(2)]) == [Verdict.RECENT, Verdict.STALE]
     assert d.stats["cold"] >= 2
     # fp(1) was promoted to hot: the next check is answered there, with a hit counted.
+    await d.flush()
     hot = (await comps.hot_urls.get_many([fp(1)]))[0]
     assert hot is not None and hot.hits >= 1
     before = d.stats["hot"]
