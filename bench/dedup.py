@@ -71,7 +71,7 @@ async def _baseline(redis: aioredis.Redis, n: int) -> tuple[float, float]:
 
 
 async def _main(known: int, new: int, warm_docs: int) -> list[Figure]:
-    with bench_runtime(bloom_capacity=max(known, 1_000_000)) as rt:
+    with bench_runtime("dedup", bloom_capacity=max(known, 1_000_000)) as rt:
         async with bench_components(rt) as c:
             await _load_known(c, known)
             await _warm_sample(c, warm_docs)

@@ -17,8 +17,7 @@ from stratacrawl.runtime import Runtime
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 
-BENCH_DB = "stratacrawl_bench"
-BENCH_REDIS_DB = 14
+BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11}
 
 
 def _with_db(url: str, name: str) -> str:
@@ -28,17 +27,19 @@ def _with_db(url: str, name: str) -> str:
 
 
 @contextlib.contextmanager
-def bench_runtime(**overrides: object) -> Iterator[Runtime]:
+def bench_runtime(name: str, **overrides: object) -> Iterator[Runtime]:
+    """Tiers for benchmark ``name``: its own database and Redis DB (benchmarks may overlap)."""
+    bench_db = f"stratacrawl_bench_{name}"
     base = Settings()
     with Services(base) as ep:
         admin = libpq_url(ep.database_url)
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
-        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{BENCH_REDIS_DB}"
+            conn.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{bench_db}"')
+        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{BENCH_REDIS_DBS.get(name, 10)}"
         redis.Redis.from_url(redis_url).flushdb()
-        settings = base.model_copy(update={"es_index_prefix": "bench_", **overrides})
-        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, BENCH_DB),
+        settings = base.model_copy(update={"es_index_prefix": f"bench_{name}_", **overrides})
+        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, bench_db),
                               ep.embedded)
         try:
             yield Runtime(settings, endpoints)

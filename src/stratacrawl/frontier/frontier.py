@@ -20,6 +20,7 @@ from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.tasks import Batch, NewTask, Outcome
 
 LEVEL2_DELAY = timedelta(minutes=15)
+MAX_POPS = 20  # per claim: enough to skip a window's worth of stale ids
 
 
 class Frontier:
@@ -51,14 +52,19 @@ class Frontier:
     async def claim(self, source_id: str, n: int, owner: str) -> Batch:
         """Up to ``n`` due tasks of one source, leased to ``owner``, best first."""
         batch = Batch(source_id=source_id, batch_id=uuid.uuid4().hex[:16])
-        for attempt in range(2):
-            await self.refill(source_id, force=attempt > 0)
-            ids = await self.hot.pop(source_id, n, self.lease.total_seconds())
+        refilled = False
+        for _ in range(MAX_POPS):
+            ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
+            if left < self.hot.window // 2 and not refilled:
+                refilled = True
+                await self.refill(source_id, force=True)
+                if not ids:
+                    continue  # the window was empty: pop again from what the refill brought
             if not ids:
-                continue
+                break  # nothing due, even after a refill
             batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
             stale = set(ids) - {t.id for t in batch.tasks}
-            if stale:
+            if stale:  # leased or finished behind the window's back: drop and pop on
                 await self.hot.done(source_id, list(stale))
             if batch.tasks:
                 break

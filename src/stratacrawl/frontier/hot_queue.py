@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
-from stratacrawl.frontier.scripts import script
+from stratacrawl.hot.scripts import script
 
 BAND = 1e10
 
@@ -48,12 +48,13 @@ class HotQueue:
             await self.redis.zadd(ready_key(source_id),
                                   {str(i): score(p, d) for i, p, d in items})
 
-    async def pop(self, source_id: str, n: int, lease_s: float) -> list[int]:
-        """Take up to ``n`` due ids, best first, and record their lease."""
+    async def pop(self, source_id: str, n: int, lease_s: float) -> tuple[list[int], int]:
+        """Take up to ``n`` due ids, best first, and record their lease; also returns how
+        many ids are left in the window."""
         now = time.time()
-        ids = await self._claim(keys=[ready_key(source_id), leased_key(source_id)],
-                                args=[now, n, now + lease_s])
-        return [int(i) for i in ids]
+        reply = await self._claim(keys=[ready_key(source_id), leased_key(source_id)],
+                                  args=[now, n, now + lease_s])
+        return [int(i) for i in reply[:-1]], int(reply[-1])
 
     async def done(self, source_id: str, ids: Sequence[int]) -> None:
         if ids:

@@ -124,12 +124,13 @@ class Ledger:
             rows = await cur.fetchall()
         return sorted(_claimed(rows), key=lambda t: (-t.priority, t.id))
 
-    async def mark_fetching(self, task_id: int, owner: str) -> bool:
+    async def mark_fetching(self, ids: Sequence[int], owner: str) -> int:
+        """``LEASED → FETCHING`` for a batch this owner holds (one statement per batch)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = %s AND "
-                "lease_owner = %s AND state = 'LEASED'", (task_id, owner))
-            return cur.rowcount == 1
+                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = ANY(%s) AND "
+                "lease_owner = %s AND state = 'LEASED'", (list(ids), owner))
+            return cur.rowcount
 
     async def finish(self, outcomes: Sequence[Outcome], owner: str,
                      conn: AsyncConnection | None = None) -> int:

@@ -32,10 +32,10 @@ class HotURL:
     status: int | None = None
 
 
-def _decode(values: Sequence[bytes | None]) -> HotURL | None:
+def _decode(values: Sequence[bytes | str | None]) -> HotURL | None:
     if all(v is None for v in values):
         return None
-    lc, h, la, et, lm, ch, st = (v.decode() if v is not None else None for v in values)
+    lc, h, la, et, lm, ch, st = (v.decode() if isinstance(v, bytes) else v for v in values)
     return HotURL(float(lc) if lc else None, int(h or 0), float(la or 0), et, lm, ch,
                   int(st) if st else None)
 

@@ -1,4 +1,4 @@
-"""Lua scripts of the frontier, loaded once per client (``.lua`` files beside this module)."""
+"""Lua scripts of the hot tier (``lua/*.lua`` beside this module), registered per client."""
 
 from __future__ import annotations
 

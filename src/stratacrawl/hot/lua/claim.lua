@@ -2,6 +2,7 @@
 -- KEYS[1] ready zset, KEYS[2] leased zset (same hash tag: one source)
 -- ARGV[1] now (epoch s), ARGV[2] N, ARGV[3] lease expiry (epoch s)
 -- Scores are (10 - priority) * 1e10 + due epoch: higher priority first, then earliest due.
+-- Returns the ids, then the number of ids left in the window (so callers know when to refill).
 local now = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
 local out = {}
@@ -22,4 +23,5 @@ for band = 0, 10 do
     redis.call('ZADD', KEYS[2], unpack(leased))
   end
 end
+out[#out + 1] = redis.call('ZCARD', KEYS[1])
 return out

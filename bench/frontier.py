@@ -1,0 +1,114 @@
+"""frontier: 5 M queued tasks at bounded memory, and claims/s across 4 claimer processes.
+
+Figures: ``redis_used_memory_mb`` (Redis used_memory with the whole frontier queued and
+hot windows full), ``frontier_process_rss_mb`` (RSS of the process that enqueued and
+claimed), ``claims_per_s`` (4 processes claiming batches through the hot queues with
+the ledger guard; every id checked for double claims). Baseline for claims: the same 4
+processes claiming straight from the ledger with ``FOR UPDATE SKIP LOCKED``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import redis
+import uvloop
+
+from bench.figure import Figure
+from bench.tiers import bench_components, bench_runtime, rss_mb
+from stratacrawl.frontier.tasks import NewTask
+
+SOURCES = 50
+CLAIMERS = 4
+
+
+def _tasks(start: int, n: int) -> list[NewTask]:
+    out = []
+    for i in range(start, start + n):
+        src = f"s{i % SOURCES}"
+        url = f"http://{src}.example/item/{i}"
+        out.append(NewTask(src, url, f"{i:032x}", "item", 5))
+    return out
+
+
+def _claimer(db_url: str, redis_url: str, direct: bool, seconds: float, q: Any) -> None:
+    from stratacrawl.cold.pool import make_pool
+    from stratacrawl.frontier.frontier import Frontier
+    from stratacrawl.frontier.hot_queue import HotQueue
+    from stratacrawl.frontier.ledger import Ledger
+
+    async def main() -> list[int]:
+        import redis.asyncio as aioredis
+
+        got: list[int] = []
+        owner = f"c{mp.current_process().pid}"
+        async with aioredis.Redis.from_url(redis_url) as r, make_pool(db_url, max_size=2) as pool:
+            ledger = Ledger(pool=pool)
+            f = Frontier(ledger=ledger, hot=HotQueue(redis=r, window=2000))
+            deadline = time.monotonic() + seconds
+            n = 0
+            while time.monotonic() < deadline:
+                source = f"s{(n + hash(owner)) % SOURCES}"
+                n += 1
+                if direct:
+                    batch = await ledger.claim_direct(source, 100, owner, timedelta(minutes=5))
+                else:
+                    batch = (await f.claim(source, 100, owner)).tasks
+                got += [t.id for t in batch]
+        return got
+
+    q.put(uvloop.run(main()))
+
+
+def _claim_round(db_url: str, redis_url: str, direct: bool, seconds: float) -> tuple[float, int]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(db_url, redis_url, direct, seconds, q))
+             for _ in range(CLAIMERS)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join(30)
+    ids = [i for r in results for i in r]
+    return len(ids) / seconds, len(ids) - len(set(ids))
+
+
+async def _fill(rt: Any, total: int) -> tuple[float, float, float]:
+    async with bench_components(rt) as c:
+        t0 = time.perf_counter()
+        for start in range(0, total, 50_000):
+            await c.frontier.add(_tasks(start, min(50_000, total - start)))
+        enqueue_rate = total / (time.perf_counter() - t0)
+        for s in range(SOURCES):  # hot windows full, as in a running crawl
+            await c.frontier.refill(f"s{s}", force=True)
+        await c.bloom.check_and_add([f"{total:032x}"])  # the filter's bitmap is allocated
+        used = float((await c.redis.info("memory"))["used_memory"]) / 2**20
+        return enqueue_rate, used, rss_mb()
+
+
+def run(quick: bool = False) -> Iterator[Figure]:
+    total = 500_000 if quick else 5_000_000
+    seconds = 5.0 if quick else 15.0
+    with bench_runtime("frontier") as rt:
+        before = float(redis.Redis.from_url(rt.endpoints.redis_url).info("memory")["used_memory"])
+        enqueue_rate, used_mb, rss = uvloop.run(_fill(rt, total))
+        used_mb -= before / 2**20
+        rss_after_fill = rss
+        hot_rate, hot_dups = _claim_round(rt.database_url, rt.endpoints.redis_url, False, seconds)
+        direct_rate, direct_dups = _claim_round(rt.database_url, rt.endpoints.redis_url, True,
+                                                seconds)
+    sizes = {"queued_tasks": total, "sources": SOURCES}
+    yield Figure("frontier", "redis_used_memory_mb", used_mb, "MB", None,
+                 "used_memory growth of the Redis server for this frontier",
+                 extra={**sizes, "hot_window_per_source": 2000, "bloom_capacity": 10_000_000})
+    yield Figure("frontier", "frontier_process_rss_mb", rss_after_fill, "MB", None, None,
+                 extra={**sizes, "enqueue_per_s": round(enqueue_rate)})
+    yield Figure("frontier", "claims_per_s", hot_rate, "1/s", direct_rate,
+                 "4 processes claiming straight from the ledger (FOR UPDATE SKIP LOCKED)",
+                 extra={**sizes, "claimers": CLAIMERS, "batch": 100,
+                        "double_claims": hot_dups, "baseline_double_claims": direct_dups})

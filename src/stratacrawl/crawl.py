@@ -1,0 +1,148 @@
+"""One crawl run: seed, fetch, stage, discover from staged list pages, until idle or time.
+
+The same steps serve ``stratacrawl crawl``, the demo and the Prefect flows (discovery,
+fetch, staging-load): each is a function here over open :class:`Components`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import zstandard
+
+from stratacrawl.components import Components
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.fetch.worker import FetchWorker, SourceStats
+from stratacrawl.frontier.discovery import DiscoveryStats
+from stratacrawl.frontier.links import extract
+from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.sources import SourcesFile
+from stratacrawl.staging.loader import DrainReport, drain
+from stratacrawl.staging.spool import Spool
+from stratacrawl.staging.writer import StagingWriter, WriterStats
+from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CrawlReport:
+    seconds: float = 0.0
+    discovery: DiscoveryStats = field(default_factory=DiscoveryStats)
+    sources: dict[str, SourceStats] = field(default_factory=dict)
+    writer: WriterStats | None = None
+    spool: DrainReport | None = None
+
+    @property
+    def fetched(self) -> int:
+        return sum(s.fetched for s in self.sources.values())
+
+
+def spool_for(comps: Components) -> Spool:
+    return Spool(comps.runtime.settings.state_path / "spool")
+
+
+async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache) -> DiscoveryStats:
+    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued."""
+    stats = DiscoveryStats()
+    for source in sources.sources:
+        stats.merge(await comps.discovery.seed(source))
+        if not source.sitemaps:
+            continue
+        sitemaps: list[NewTask] = []
+        for url in {s for seed_url in source.seeds for s in
+                    (await robots.check(seed_url)).sitemaps}:
+            try:
+                sitemaps.append(NewTask(source.id, url, fingerprint(canonicalize(url)), "sitemap",
+                                        source.priority))
+            except InvalidURL as e:
+                stats.dropped[e.reason] += 1
+        stats.queued += await comps.frontier.add(sitemaps)
+    return stats
+
+
+async def discover_staged(comps: Components, sources: SourcesFile,
+                          limit: int = 200) -> DiscoveryStats:
+    """Links of staged seed/list/sitemap pages not yet discovered → frontier; marks them done.
+
+    Rows are claimed with SKIP LOCKED, so several discoverers can run; re-running after a
+    crash re-discovers a page at most, and dedup makes that harmless.
+    """
+    stats = DiscoveryStats()
+    decompress = zstandard.ZstdDecompressor()
+    async with comps.pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "SELECT fetched_at, id, source_id, url, final_url, content_type, body FROM staging "
+            "WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
+            "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
+        rows = await cur.fetchall()
+        for fetched_at, row_id, source_id, url, final_url, ctype, body in rows:
+            if source_id not in sources.ids or body is None:
+                continue
+            links = extract(decompress.decompress(body), ctype)
+            stats.merge(await comps.discovery.discover(sources.get(source_id), final_url or url,
+                                                       links))
+        if rows:
+            await conn.execute(
+                "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
+                "(SELECT unnest(%s::timestamptz[]), unnest(%s::bigint[]))",
+                ([r[0] for r in rows], [r[1] for r in rows]))
+    return stats
+
+
+async def drain_spool(comps: Components) -> DrainReport:
+    return await drain(spool_for(comps), comps.pool, comps.ledger)
+
+
+async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = True,
+                seconds: float | None = None, worker_id: str | None = None,
+                progress: Callable[[CrawlReport], None] | None = None,
+                flush_rows: int = 1000, flush_s: float = 5.0) -> CrawlReport:
+    """Discovery and fetch together until nothing is due (or ``seconds`` pass)."""
+    worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
+    report = CrawlReport()
+    t0 = time.monotonic()
+    report.spool = await drain_spool(comps)
+    async with StagingWriter(pool=comps.pool, ledger=comps.ledger, hot_queue=comps.hot_queue,
+                             hot_urls=comps.hot_urls, spool=spool_for(comps), owner=worker_id,
+                             flush_rows=flush_rows, flush_s=flush_s) as writer:
+        worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
+        report.sources = worker.stats
+        report.writer = writer.stats
+        report.discovery.merge(await seed(comps, sources, worker.robots))
+        stop = asyncio.Event()
+
+        async def discover_loop() -> None:
+            while not stop.is_set():
+                found = await discover_staged(comps, sources)
+                report.discovery.merge(found)
+                if progress:
+                    progress(report)
+                if not found.links:
+                    await asyncio.sleep(0.3)
+
+        async def idle() -> bool:
+            await writer.flush()
+            found = await discover_staged(comps, sources, limit=10_000)
+            report.discovery.merge(found)
+            if found.queued or found.requeued:
+                return False
+            return not await comps.ledger.sources_with_due_work(sources.ids)
+
+        discoverer = asyncio.create_task(discover_loop())
+        try:
+            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=idle)
+        finally:
+            stop.set()
+            await discoverer
+    report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+    report.seconds = time.monotonic() - t0
+    if progress:
+        progress(report)
+    return report
+

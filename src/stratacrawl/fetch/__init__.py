@@ -1,0 +1,1 @@
+"""Fetching: politeness (limits, robots), the HTTP client, classification, batches."""

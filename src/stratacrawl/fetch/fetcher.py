@@ -1,0 +1,167 @@
+"""Fetch one URL: politeness, robots, redirects, size cap, classification, level-1 retries.
+
+httpx is the API; the transport is aiohttp's (``httpx-aiohttp``) with its decompression
+off, so raw bytes stream in and are decoded here under the size cap. Redirects are
+followed by hand: every hop is checked against robots and the private-network rule,
+counted, and a loop is detected by canonical URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+import zlib
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urljoin
+
+import brotli
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from stratacrawl.errors import InvalidURL
+from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status
+from stratacrawl.fetch.decode import BoundedDecoder, TooLarge
+from stratacrawl.fetch.headers import browser_headers
+from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.result import FetchResult
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.sources import Source
+from stratacrawl.urls import canonicalize, check_target
+
+REDIRECTS = {301, 302, 303, 307, 308}
+MAX_REDIRECTS = 5
+LEVEL1_BACKOFF_S = (1.0, 3.0)
+CONTENT_TYPES = ("text/html", "application/xhtml+xml", "application/json", "application/xml",
+                 "text/xml", "text/plain", "application/rss+xml", "application/atom+xml",
+                 "application/ld+json")
+
+
+def make_client(source: Source, cookies: httpx.Cookies | None = None) -> httpx.AsyncClient:
+    """One client per source: its pool is never larger than the source's concurrency."""
+    limits = httpx.Limits(max_connections=source.concurrency,
+                          max_keepalive_connections=source.concurrency)
+    timeout = httpx.Timeout(connect=min(10.0, source.timeout_s), read=source.timeout_s,
+                            write=10.0, pool=source.timeout_s)
+    return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=timeout,
+                             follow_redirects=False, cookies=cookies)
+
+
+class Fetcher:
+    def __init__(self, *, politeness: Politeness, robots: RobotsCache,
+                 rng: random.Random | None = None,
+                 backoff_s: tuple[float, ...] = LEVEL1_BACKOFF_S) -> None:
+        self.politeness = politeness
+        self.robots = robots
+        self.rng = rng or random.Random()
+        self.backoff_s = backoff_s
+
+    async def fetch(self, client: httpx.AsyncClient, source: Source, url: str,
+                    validators: dict[str, str] | None = None,
+                    trace_id: str | None = None) -> FetchResult:
+        """Fetch with at most ``len(backoff_s)`` level-1 retries (transient errors only)."""
+        trace_id = trace_id or uuid.uuid4().hex
+        result = None
+        for attempt in range(1, len(self.backoff_s) + 2):
+            result = await self._once(client, source, url, validators or {}, trace_id, attempt)
+            if not result.verdict.level1_retry or attempt > len(self.backoff_s):
+                return result
+            base = self.backoff_s[attempt - 1]
+            await asyncio.sleep(base * self.rng.uniform(0.8, 1.2))
+        assert result is not None
+        return result
+
+    async def _once(self, client: httpx.AsyncClient, source: Source, url: str,
+                    validators: dict[str, str], trace_id: str, attempt: int) -> FetchResult:
+        started = time.monotonic()
+        fetched_at = datetime.now(UTC)
+
+        def done(verdict: Verdict, **kw: Any) -> FetchResult:
+            return FetchResult(url=url, verdict=verdict, fetched_at=fetched_at, trace_id=trace_id,
+                               attempt=attempt, elapsed_ms=(time.monotonic() - started) * 1000,
+                               **kw)
+
+        current, seen, hops = url, set[tuple[str, frozenset[tuple[str, str]]]](), list[str]()
+        try:
+            async with asyncio.timeout(source.timeout_s * 2):
+                for _ in range(MAX_REDIRECTS + 1):
+                    try:
+                        key = canonicalize(current)
+                        check_target(key, allow_private=source.allow_private_networks)
+                    except InvalidURL as e:
+                        return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
+                    # A revisit is a loop only with the same cookies: a cookie-check redirect
+                    # to the same URL (Set-Cookie, then back) is how sites start sessions.
+                    state = (key, frozenset(client.cookies.items()))
+                    if state in seen:
+                        return done(Verdict(Kind.TERMINAL, "redirect-loop"), redirects=hops)
+                    seen.add(state)
+                    delay = None
+                    if source.robots == "obey":
+                        answer = await self.robots.check(current)
+                        if answer.unavailable:
+                            return done(Verdict(Kind.RATE_LIMITED, "robots-unavailable", 300.0))
+                        if not answer.allowed:
+                            return done(Verdict(Kind.TERMINAL, "robots-disallowed"),
+                                        redirects=hops)
+                        delay = answer.crawl_delay
+                    await self.politeness.wait_turn(source.id, source.rate, delay)
+                    headers = browser_headers(self.rng)
+                    if current == url:
+                        if et := validators.get("etag"):
+                            headers["If-None-Match"] = et
+                        if lm := validators.get("last_modified"):
+                            headers["If-Modified-Since"] = lm
+                    request = client.build_request("GET", current, headers=headers)
+                    response = await client.send(request, stream=True)
+                    try:
+                        status = response.status_code
+                        location = response.headers.get("location")
+                        if status in REDIRECTS and location:
+                            hops.append(current)
+                            current = urljoin(current, location)
+                            continue
+                        verdict, fields = await self._read(response, source, current, status,
+                                                           hops)
+                        return done(verdict, **fields)
+                    finally:
+                        await response.aclose()
+                return done(Verdict(Kind.TERMINAL, "too-many-redirects"), redirects=hops)
+        except Exception as exc:  # transport errors, timeouts
+            return done(classify_exception(exc), redirects=hops)
+
+    async def _read(self, response: httpx.Response, source: Source, final_url: str,
+                    status: int, hops: list[str]) -> tuple[Verdict, dict[str, Any]]:
+        """The verdict and result fields of a final (non-redirect) response."""
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        verdict = classify_status(status, headers.get("retry-after"))
+        ctype = headers.get("content-type", "")
+        fields: dict[str, Any] = {"final_url": final_url, "status": status, "headers": headers,
+                                  "content_type": ctype or None, "redirects": hops}
+        if not verdict.success or status == 304:
+            return verdict, fields
+        if ctype and not ctype.split(";")[0].strip().lower().startswith(CONTENT_TYPES):
+            return Verdict(Kind.TERMINAL, "content-type"), fields
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > source.max_bytes:
+            return Verdict(Kind.TERMINAL, "too-large"), fields
+        try:
+            decoder = BoundedDecoder(headers.get("content-encoding"), source.max_bytes)
+        except ValueError:
+            return Verdict(Kind.TERMINAL, "content-encoding"), fields
+        parts, raw_size = [], 0
+        try:
+            async for chunk in response.aiter_raw():
+                raw_size += len(chunk)
+                if raw_size > source.max_bytes:
+                    raise TooLarge(source.max_bytes)
+                parts.append(decoder.feed(chunk))
+            parts.append(decoder.flush())
+        except TooLarge:
+            return Verdict(Kind.TERMINAL, "too-large"), fields
+        except (zlib.error, brotli.error):
+            return Verdict(Kind.TERMINAL, "bad-encoding"), fields
+        fields["body"] = b"".join(parts)
+        return verdict, fields

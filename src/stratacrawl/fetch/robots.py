@@ -1,0 +1,82 @@
+"""robots.txt, obeyed (Crawl-delay too) unless a source says otherwise.
+
+The text is cached in Redis (``sc:robots:<origin>``, 1 h) so all workers share one
+fetch, and parsed with Protego once per process. 4xx means no rules; a 5xx or a
+timeout means "not now": the source is paused (seed 002: a failing robots.txt is no
+licence to crawl).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from protego import Protego
+
+from stratacrawl.fetch.headers import ROBOTS_AGENT
+
+TTL_S = 3600
+UNAVAILABLE = "\x00unavailable"
+MAX_ROBOTS_BYTES = 512 * 1024
+
+
+@dataclass(frozen=True)
+class RobotsAnswer:
+    allowed: bool
+    crawl_delay: float | None
+    unavailable: bool = False      # robots.txt answered 5xx / did not answer: pause
+    sitemaps: tuple[str, ...] = ()
+
+
+def origin(url: str) -> str:
+    p = urlsplit(url)
+    return f"{p.scheme}://{p.netloc}"
+
+
+class RobotsCache:
+    """``check(url)`` → allowed?, crawl delay; fetching robots.txt through ``get_text``."""
+
+    def __init__(self, *, redis: aioredis.Redis,
+                 get_text: Callable[[str], Awaitable[tuple[int, str]]]) -> None:
+        self.redis = redis
+        self.get_text = get_text
+        self._parsed: dict[str, tuple[float, Protego | None, bool]] = {}
+
+    async def _load(self, org: str) -> tuple[Protego | None, bool]:
+        now = time.monotonic()
+        hit = self._parsed.get(org)
+        if hit and hit[0] > now:
+            return hit[1], hit[2]
+        key = f"sc:robots:{org}"
+        cached = await self.redis.get(key)
+        if cached is None:
+            try:
+                status, text = await self.get_text(org + "/robots.txt")
+            except Exception:
+                status, text = 599, ""
+            if 200 <= status < 300:
+                body = text[:MAX_ROBOTS_BYTES]
+                ttl = TTL_S
+            elif 400 <= status < 500:
+                body, ttl = "", TTL_S            # no robots.txt: no rules
+            else:
+                body, ttl = UNAVAILABLE, 300     # try again in 5 minutes
+            await self.redis.set(key, body, ex=ttl)
+        else:
+            body = cached.decode("utf-8", "replace") if isinstance(cached, bytes) else cached
+        unavailable = body == UNAVAILABLE
+        parser = None if unavailable or not body else Protego.parse(body)
+        self._parsed[org] = (now + 60, parser, unavailable)
+        return parser, unavailable
+
+    async def check(self, url: str) -> RobotsAnswer:
+        parser, unavailable = await self._load(origin(url))
+        if unavailable:
+            return RobotsAnswer(False, None, unavailable=True)
+        if parser is None:
+            return RobotsAnswer(True, None)
+        return RobotsAnswer(parser.can_fetch(url, ROBOTS_AGENT), parser.crawl_delay(ROBOTS_AGENT),
+                            sitemaps=tuple(parser.sitemaps))

@@ -1,0 +1,271 @@
+"""A fetch worker: batches of one source, serial within a batch, concurrent across batches.
+
+Each batch holds one of its source's cluster-wide concurrency slots; every request waits
+its turn on the source's shared pace. Results become ledger outcomes (DESIGN.md retry
+rules) and staging rows, handed to the staging writer; a batch with more than half its
+tasks failed goes to the level-2 delay queue (15 minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from stratacrawl.components import Components
+from stratacrawl.fetch.classify import Kind
+from stratacrawl.fetch.fetcher import Fetcher, make_client
+from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.result import FetchResult
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.frontier.scheduler import Heartbeat
+from stratacrawl.frontier.tasks import Batch, ClaimedTask, TaskState
+from stratacrawl.sources import Source, SourcesFile
+from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
+from stratacrawl.staging.writer import StagingWriter
+
+log = logging.getLogger(__name__)
+MAX_ATTEMPTS = 5
+LEVEL2_FAILURE_RATE = 0.5
+LEVEL2_DELAY = timedelta(minutes=15)
+SESSION_TTL_S = 3600
+DRAIN_S = 30.0
+
+
+@dataclass
+class SourceStats:
+    fetched: int = 0
+    ok: int = 0
+    not_modified: int = 0
+    failed: int = 0
+    bytes: int = 0
+    latency_ms: float = 0.0
+    delayed_batches: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def mean_latency_ms(self) -> float:
+        return self.latency_ms / self.fetched if self.fetched else 0.0
+
+
+def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: bool,
+                now: datetime) -> tuple[int, str, int | None, str | None, datetime | None]:
+    """(task id, state, status, error, due) by the retry rules."""
+    v = result.verdict
+    if v.success:
+        if task.kind in LISTS:  # lists recur at the source's cadence
+            return task.id, TaskState.PENDING, result.status, None, now + source.cadence_td
+        return task.id, TaskState.SUCCEEDED, result.status, None, None
+    if v.kind is Kind.RATE_LIMITED:
+        return (task.id, TaskState.RETRY_WAIT, result.status, v.reason,
+                now + timedelta(seconds=v.retry_after_s or 60))
+    if v.kind is Kind.TRANSIENT and task.attempts < MAX_ATTEMPTS:
+        wait = LEVEL2_DELAY if level2 else timedelta(seconds=30 * task.attempts)
+        return task.id, TaskState.RETRY_WAIT, result.status, v.reason, now + wait
+    return task.id, TaskState.FAILED, result.status, v.reason, None
+
+
+class FetchWorker:
+    def __init__(self, *, comps: Components, sources: SourcesFile, writer: StagingWriter,
+                 worker_id: str, max_batches: int = 64, rng: random.Random | None = None,
+                 on_result: Callable[[str, FetchResult], None] | None = None) -> None:
+        self.c = comps
+        self.sources = sources
+        self.writer = writer
+        self.worker_id = worker_id
+        self.max_batches = max_batches
+        self.rng = rng or random.Random()
+        self.on_result = on_result
+        self.politeness = Politeness(redis=comps.redis, rng=self.rng)
+        self.robots = RobotsCache(redis=comps.redis, get_text=self._get_text)
+        self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
+        self.clients: dict[str, httpx.AsyncClient] = {}
+        self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
+        self._skip_until: dict[str, float] = {}
+        self._active: dict[str, asyncio.Task[None]] = {}
+
+    async def _get_text(self, url: str) -> tuple[int, str]:
+        async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
+            r = await client.get(url)
+            return r.status_code, r.text
+
+    # -- sessions -----------------------------------------------------------------------------
+    def _session_key(self, source_id: str) -> str:
+        return f"sc:{{{source_id}}}:cookies"
+
+    async def client_for(self, source: Source) -> httpx.AsyncClient:
+        client = self.clients.get(source.id)
+        if client is None:
+            cookies = httpx.Cookies()
+            raw = await self.c.redis.get(self._session_key(source.id))
+            if raw:
+                for name, value in json.loads(raw).items():
+                    cookies.set(name, value)
+            client = self.clients[source.id] = make_client(source, cookies)
+        return client
+
+    async def _save_session(self, source_id: str) -> None:
+        client = self.clients.get(source_id)
+        if client is not None and client.cookies:
+            jar = {c.name: c.value for c in client.cookies.jar if c.value is not None}
+            await self.c.redis.set(self._session_key(source_id), json.dumps(jar), ex=SESSION_TTL_S)
+
+    async def close(self) -> None:
+        """Close every session on every path (seed 000 §6.2); cookies go to cold for recovery."""
+        rows = []
+        for source_id, client in list(self.clients.items()):
+            jar = {c.name: c.value for c in client.cookies.jar if c.value is not None}
+            if jar:
+                rows.append((source_id, self.worker_id, json.dumps(jar)))
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        self.clients.clear()
+        if rows:
+            with contextlib.suppress(Exception):
+                async with self.c.pool.connection() as conn:
+                    await conn.cursor().executemany(
+                        "INSERT INTO sessions (source_id, session_id, cookies, expires_at) VALUES "
+                        "(%s, %s, %s::jsonb, now() + interval '1 hour') ON CONFLICT (source_id, "
+                        "session_id) DO UPDATE SET cookies = EXCLUDED.cookies, last_used_at = "
+                        "now(), expires_at = EXCLUDED.expires_at, closed_at = now()", rows)
+
+    # -- batches ------------------------------------------------------------------------------
+    async def run_batch(self, source: Source, batch: Batch) -> None:
+        holder = f"{self.worker_id}:{batch.batch_id}"
+        stats = self.stats.setdefault(source.id, SourceStats())
+        try:
+            await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.worker_id)
+            client = await self.client_for(source)
+            validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
+            results: list[tuple[ClaimedTask, FetchResult]] = []
+            for task, hot in zip(batch.tasks, validators, strict=True):
+                v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
+                result = await self.fetcher.fetch(client, source, task.url,
+                                                  {k: x for k, x in v.items() if x},
+                                                  trace_id=task.trace_id)
+                results.append((task, result))
+                if self.on_result:
+                    self.on_result(source.id, result)
+                # Renew the slot: a long batch must not lose it halfway.
+                await self.politeness.acquire_slot(source.id, holder, source.concurrency,
+                                                   source.timeout_s * 4)
+            failures = sum(1 for _, r in results if not r.verdict.success)
+            level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
+            stats.delayed_batches += int(level2)
+            now = datetime.now(UTC)
+            for task, result in results:
+                await self.writer.add(source.id, self._staged(task, result, source, level2, now))
+                stats.fetched += 1
+                stats.latency_ms += result.elapsed_ms
+                stats.bytes += len(result.body)
+                stats.reasons[result.verdict.reason] += 1
+                if result.status == 304:
+                    stats.not_modified += 1
+                elif result.verdict.success:
+                    stats.ok += 1
+                else:
+                    stats.failed += 1
+            await self._save_session(source.id)
+        finally:
+            await self.politeness.release_slot(source.id, holder)
+
+    def _staged(self, task: ClaimedTask, r: FetchResult, source: Source, level2: bool,
+                now: datetime) -> StagedFetch:
+        outcome = outcome_for(task, r, source, level2, now)
+        success = r.verdict.success
+        row = None
+        if r.status is not None:
+            row = make_row(fetched_at=r.fetched_at, fetch_key=f"{task.id}:{task.attempts}:"
+                           f"{r.trace_id}", source_id=source.id, task_id=task.id,
+                           attempt=task.attempts, url=task.url, final_url=r.final_url,
+                           status=r.status, headers=r.headers, content_type=r.content_type,
+                           body=r.body, elapsed_ms=r.elapsed_ms, trace_id=r.trace_id,
+                           worker=self.worker_id, kind=task.kind, success=success)
+        content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
+        return StagedFetch(row=row, outcome=outcome, url_hash=task.url_hash,
+                           content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
+                           succeeded=success, fetched_at=r.fetched_at, status=r.status,
+                           body_bytes=len(r.body))
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def heartbeat(self) -> None:
+        lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
+        await self.c.scheduler.beat(Heartbeat(
+            worker=self.worker_id, depth=len(self._active) + self.writer.pending // 100,
+            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self._active)))
+
+    async def _start_batches(self) -> int:
+        allowance = min(self.max_batches, await self.c.scheduler.allowance(self.worker_id))
+        started = 0
+        now = time.monotonic()
+        for source_id in await self.c.scheduler.order(self.sources.ids):
+            if len(self._active) >= allowance or self.writer.degraded:
+                break
+            if source_id in self._active or self._skip_until.get(source_id, 0) > now:
+                continue
+            source = self.sources.get(source_id)
+            holder_probe = f"{self.worker_id}:probe:{source_id}"
+            if not await self.politeness.acquire_slot(source_id, holder_probe, source.concurrency,
+                                                      5.0):
+                continue
+            batch = await self.c.frontier.claim(source_id, source.batch_size, self.worker_id)
+            await self.politeness.release_slot(source_id, holder_probe)
+            if not batch.tasks:
+                self._skip_until[source_id] = now + 1.0
+                continue
+            await self.politeness.acquire_slot(source_id, f"{self.worker_id}:{batch.batch_id}",
+                                               source.concurrency, source.timeout_s * 4)
+            self._active[source_id] = asyncio.create_task(self.run_batch(source, batch))
+            started += 1
+        return started
+
+    async def run(self, *, until_idle: bool = True, seconds: float | None = None,
+                  stop: asyncio.Event | None = None,
+                  idle_check: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Fetch until stopped, out of time, or (``until_idle``) nothing is due anywhere."""
+        deadline = time.monotonic() + seconds if seconds else None
+        last_beat = 0.0
+        try:
+            while not (stop and stop.is_set()) and not (deadline and time.monotonic() > deadline):
+                if time.monotonic() - last_beat > 2:
+                    await self.heartbeat()
+                    last_beat = time.monotonic()
+                try:
+                    started = await self._start_batches()
+                except Exception as e:  # a tier hiccup: back off, keep the batches running
+                    log.warning("fetch: cannot claim (%s); retrying", e)
+                    started = 0
+                    await asyncio.sleep(1.0)
+                if self._active:
+                    done, _ = await asyncio.wait(self._active.values(), timeout=0.2,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    for sid, task in list(self._active.items()):
+                        if task in done:
+                            del self._active[sid]
+                            if task.exception():
+                                log.error("fetch: batch of %s failed: %r", sid, task.exception())
+                elif not started:
+                    if until_idle and (idle_check is None or await idle_check()):
+                        break
+                    await asyncio.sleep(0.2)
+        finally:
+            # Running batches get a moment to finish; what is cancelled keeps its leases,
+            # which expire and are reclaimed (as after a crash).
+            if self._active:
+                await asyncio.wait(self._active.values(), timeout=DRAIN_S)
+            for task in self._active.values():
+                task.cancel()
+            await asyncio.gather(*self._active.values(), return_exceptions=True)
+            self._active.clear()
+            await self.c.scheduler.leave(self.worker_id)
+            await self.close()

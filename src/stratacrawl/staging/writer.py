@@ -1,0 +1,161 @@
+"""The staging writer: buffered, in the background, acknowledging only what is durable.
+
+Fetched pages are buffered and landed every ``flush_rows`` rows or ``flush_s`` seconds,
+in a background task so COPY overlaps fetching. One transaction per flush holds the
+COPY, the ledger outcomes and the URL state; leases are released in the hot tier only
+after it commits. If PostgreSQL is unreachable the batch goes to the spool instead
+(durable on local disk), ``degraded`` turns on, and ``add`` blocks once ``max_pending``
+rows wait — fetching slows and stops rather than piling up memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.ledger import Ledger
+from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.staging.rows import StagedFetch, ensure_partitions, land
+from stratacrawl.staging.spool import Spool
+
+log = logging.getLogger(__name__)
+DB_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSError)
+
+
+@dataclass
+class WriterStats:
+    landed: int = 0
+    spooled: int = 0
+    flushes: int = 0
+    flush_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class StagingWriter:
+    def __init__(self, *, pool: AsyncConnectionPool, ledger: Ledger, hot_queue: HotQueue,
+                 hot_urls: HotURLState, spool: Spool, owner: str, flush_rows: int = 1000,
+                 flush_s: float = 5.0, max_pending: int = 5000) -> None:
+        self.pool = pool
+        self.ledger = ledger
+        self.hot_queue = hot_queue
+        self.hot_urls = hot_urls
+        self.spool = spool
+        self.owner = owner
+        self.flush_rows = flush_rows
+        self.flush_s = flush_s
+        self.max_pending = max_pending
+        self.stats = WriterStats()
+        self.degraded = False
+        self._buffer: list[tuple[str, StagedFetch]] = []
+        self._in_flight = 0
+        self._cond = asyncio.Condition()
+        self._partitions: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._last_flush = time.monotonic()
+
+    async def __aenter__(self) -> StagingWriter:
+        self._task = asyncio.create_task(self._run(), name=f"staging-writer-{self.owner}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer) + self._in_flight
+
+    async def add(self, source_id: str, item: StagedFetch) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.pending < self.max_pending or self._closing)
+            self._buffer.append((source_id, item))
+            if len(self._buffer) >= self.flush_rows:
+                self._cond.notify_all()
+
+    async def flush(self) -> None:
+        """Land everything buffered now (and wait for it)."""
+        async with self._cond:
+            batch, self._buffer = self._buffer, []
+            self._in_flight += len(batch)
+        await self._land(batch)
+
+    async def close(self) -> None:
+        self._closing = True
+        async with self._cond:
+            self._cond.notify_all()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            async with self._cond:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cond.wait_for(
+                        lambda: len(self._buffer) >= self.flush_rows or self._closing),
+                        timeout=max(0.05, self.flush_s - (time.monotonic() - self._last_flush)))
+                if not self._buffer:
+                    self._last_flush = time.monotonic()
+                    continue
+                batch, self._buffer = self._buffer, []
+                self._in_flight += len(batch)
+            await self._land(batch)
+
+    async def _land(self, batch: list[tuple[str, StagedFetch]]) -> None:
+        if not batch:
+            return
+        items = [i for _, i in batch]
+        t0 = time.monotonic()
+        try:
+            await self._commit(items, idempotent=False)
+            self.stats.landed += len(items)
+            self.degraded = False
+            await self._after_commit(batch)
+        except DB_DOWN as e:
+            # Unknown or failed commit: the spool keeps it; replays are idempotent.
+            self.degraded = True
+            self.stats.errors.append(f"{type(e).__name__}: {e}"[:300])
+            log.warning("staging: PostgreSQL unavailable (%s); spooling %d rows", e, len(items))
+            await asyncio.to_thread(self.spool.write, self.owner, items)
+            self.stats.spooled += len(items)
+        finally:
+            self.stats.flushes += 1
+            self.stats.flush_seconds += time.monotonic() - t0
+            self._last_flush = time.monotonic()
+            async with self._cond:
+                self._in_flight -= len(batch)
+                self._cond.notify_all()
+
+    async def _commit(self, items: Sequence[StagedFetch], *, idempotent: bool) -> None:
+        days = {i.fetched_at.date().isoformat() for i in items} - self._partitions
+        async with self.pool.connection(timeout=10) as conn:
+            if days:  # own short transaction: partition DDL must not wait behind COPY
+                await ensure_partitions(conn, days)
+                self._partitions |= days
+            async with conn.transaction():
+                await land(conn, self.ledger, self.owner, items, idempotent=idempotent)
+
+    async def _after_commit(self, batch: list[tuple[str, StagedFetch]]) -> None:
+        by_source: dict[str, list[int]] = {}
+        hot: dict[str, dict[str, str | int | float | None]] = {}
+        for source_id, item in batch:
+            by_source.setdefault(source_id, []).append(item.outcome[0])
+            if item.succeeded:
+                hot[item.url_hash] = {"lc": item.fetched_at.timestamp(), "et": item.etag,
+                                      "lm": item.last_modified, "ch": item.content_hash,
+                                      "st": item.status}
+        try:
+            for source_id, ids in by_source.items():
+                await self.hot_queue.done(source_id, ids)
+            await self.hot_urls.put_many(hot)
+        except Exception as e:  # the hot tier is a cache: the commit above is what counts
+            log.warning("staging: hot tier update failed after commit: %s", e)
