@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from stratacrawl.cli import bench, demo, doctor, services, sim, sources, stack
+from stratacrawl.cli import bench, crawl, demo, doctor, services, sim, sources, stack
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
@@ -16,3 +16,5 @@ app.command("demo")(demo.demo)
 app.command("up")(stack.up)
 app.command("down")(stack.down)
 app.command("bench")(bench.bench)
+app.command("crawl")(crawl.crawl_cmd)
+app.command("submit")(crawl.submit_cmd)
