@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import uvloop
 import redis.asyncio as aioredis
+import uvloop
 
 from bench.figure import Figure
 from bench.tiers import bench_components, bench_runtime

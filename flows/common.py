@@ -10,6 +10,7 @@ from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 
 from blocks.connections import BLOCK_NAMES
+from stratacrawl.components import Components, open_components
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
 from stratacrawl.settings import Settings
@@ -29,14 +30,15 @@ async def load_settings(**overrides: Any) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def runtime(**overrides: Any) -> AsyncIterator[Runtime]:
-    """Tiers for one flow run: configured servers, or embedded ones (stopped afterwards
-    unless already running, e.g. under ``stratacrawl up``)."""
+async def runtime(**overrides: Any) -> AsyncIterator[tuple[Runtime, Components]]:
+    """Tiers and open components for one flow run: configured servers, or embedded ones
+    (stopped afterwards unless already running, e.g. under ``stratacrawl up``)."""
     settings = await load_settings(**overrides)
     with Services(settings) as endpoints:
         rt = Runtime(settings, endpoints)
         await rt.prepare()
-        yield rt
+        async with open_components(rt) as comps:
+            yield rt, comps
 
 
 async def publish(key: str, title: str, lines: list[str]) -> None:

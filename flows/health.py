@@ -11,7 +11,7 @@ from stratacrawl.runtime import check_elasticsearch, check_postgres, check_redis
 @flow(name="health", log_prints=True)
 async def health() -> dict[str, str]:
     """Checks Redis, Elasticsearch and PostgreSQL, applies migrations and index templates."""
-    async with runtime() as rt:
+    async with runtime() as (rt, _):
         versions = {
             "redis": await check_redis(rt),
             "elasticsearch": await check_elasticsearch(rt),

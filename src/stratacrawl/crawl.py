@@ -24,7 +24,7 @@ from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.sources import SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
-from stratacrawl.staging.writer import StagingWriter, WriterStats
+from stratacrawl.staging.writer import DB_DOWN, StagingWriter, WriterStats
 from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ async def discover_staged(comps: Components, sources: SourcesFile,
             "WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
             "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
         rows = await cur.fetchall()
-        for fetched_at, row_id, source_id, url, final_url, ctype, body in rows:
+        for _at, _id, source_id, url, final_url, ctype, body in rows:
             if source_id not in sources.ids or body is None:
                 continue
             links = extract(decompress.decompress(body), ctype)
@@ -118,8 +118,17 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         stop = asyncio.Event()
 
         async def discover_loop() -> None:
+            spool = spool_for(comps)
             while not stop.is_set():
-                found = await discover_staged(comps, sources)
+                try:
+                    if not writer.degraded and spool.pending():
+                        drained = await drain_spool(comps)
+                        log.info("crawl: drained %d spooled rows", drained.rows)
+                    found = await discover_staged(comps, sources)
+                except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
+                    log.warning("crawl: discovery paused (%s)", e)
+                    await asyncio.sleep(1.0)
+                    continue
                 report.discovery.merge(found)
                 if progress:
                     progress(report)
@@ -128,11 +137,16 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
 
         async def idle() -> bool:
             await writer.flush()
-            found = await discover_staged(comps, sources, limit=10_000)
-            report.discovery.merge(found)
-            if found.queued or found.requeued:
+            if writer.degraded or spool_for(comps).pending():
+                return False  # what is spooled still has to land
+            try:
+                found = await discover_staged(comps, sources, limit=10_000)
+                report.discovery.merge(found)
+                if found.queued or found.requeued:
+                    return False
+                return not await comps.ledger.sources_with_due_work(sources.ids)
+            except DB_DOWN:
                 return False
-            return not await comps.ledger.sources_with_due_work(sources.ids)
 
         discoverer = asyncio.create_task(discover_loop())
         try:

@@ -43,8 +43,8 @@ def parse_retry_after(value: str | None, default: float = 60.0) -> float:
     value = value.strip()
     if value.isdigit():
         return float(min(int(value), 86_400))
-    from email.utils import parsedate_to_datetime
     from datetime import UTC, datetime
+    from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(value)

@@ -240,6 +240,9 @@ class FetchWorker:
                 if time.monotonic() - last_beat > 2:
                     await self.heartbeat()
                     last_beat = time.monotonic()
+                if self.writer.degraded and not await self.writer.probe():
+                    await asyncio.sleep(1.0)  # PostgreSQL away: no new claims, the spool holds
+                    continue
                 try:
                     started = await self._start_batches()
                 except Exception as e:  # a tier hiccup: back off, keep the batches running

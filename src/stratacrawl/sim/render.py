@@ -119,7 +119,10 @@ def list_html(spec: SourceSpec, page: int, count: int) -> bytes | None:
         k0 = ks[0]
         traps = (f"<div class='more'><a href='/old{item_path(spec, k0)}'>Moved story</a> "
                  f"<a href='/loop/a'>Archive</a> <a href='/private/{k0}'>Members</a> "
-                 f"<a href='/download/feed.html'>Full feed</a></div>")
+                 f"<a href='/download/feed.html'>Full feed</a> "
+                 f"<a href='/download/archive.html'>Archive</a> "
+                 f"<a href='/media/banner.jpg'>Banner</a> "
+                 f"<a href='/broken/page.html'>Print</a></div>")
     main = f"<h1>Page {page}</h1><ul class='items'>{links}</ul>{traps}<div class='pager'>{nav}</div>"
     return _page(spec, f"Page {page}", main, spec.base_url + list_path(spec, page), 20_000, page)
 

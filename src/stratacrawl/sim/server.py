@@ -9,6 +9,7 @@ routing; ``/_sim/*`` endpoints (truth, control, stats) bypass them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import json
 import random
@@ -36,6 +37,7 @@ SESSION_COOKIE = "sim_session"
 ITEM_PREFIX = {"news": "article", "products": "product", "prices": "api/prices"}
 LIST_PREFIX = {"news": "list", "products": "catalog", "prices": None}
 BOMB_BYTES = 256 * 2**20
+BIG_BYTES = 50 * 2**20
 
 
 class Page:
@@ -121,6 +123,11 @@ def gzip_bomb() -> bytes:
             parts = [comp.compress(zeros) for _ in range(BOMB_BYTES // len(zeros))]
             _bomb = b"".join(parts) + comp.flush()
         return _bomb
+
+
+@functools.cache
+def big_body() -> bytes:
+    return b"<html><body>" + b"x" * BIG_BYTES + b"</body></html>"
 
 
 class SourceServer:
@@ -239,6 +246,13 @@ class SourceServer:
         if path == "/download/feed.html":
             return web.Response(body=gzip_bomb(), headers={
                 "Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"})
+        if path == "/download/archive.html":  # 50 MB, no compression: the size cap must hold
+            return web.Response(body=big_body(), content_type="text/html")
+        if path.startswith("/media/"):
+            return web.Response(body=b"\xff\xd8\xff\xe0" + bytes(2000), content_type="image/jpeg")
+        if path == "/broken/page.html":  # says gzip, is not
+            return web.Response(body=b"this is not gzip at all" * 10, headers={
+                "Content-Type": "text/html", "Content-Encoding": "gzip"})
         return web.Response(status=404, text="not found")
 
     def _cached(self, request: web.Request, key: tuple[Any, ...], make: Callable[[], bytes],

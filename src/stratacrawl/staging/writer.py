@@ -80,6 +80,18 @@ class StagingWriter:
             if len(self._buffer) >= self.flush_rows:
                 self._cond.notify_all()
 
+    async def probe(self) -> bool:
+        """While degraded: is PostgreSQL back? (Clears ``degraded`` when it is.)"""
+        if not self.degraded:
+            return True
+        try:
+            async with self.pool.connection(timeout=2) as conn:
+                await conn.execute("SELECT 1")
+        except DB_DOWN:
+            return False
+        self.degraded = False
+        return True
+
     async def flush(self) -> None:
         """Land everything buffered now (and wait for it)."""
         async with self._cond:

@@ -1,0 +1,40 @@
+"""discovery: seeds and due list pages per cadence; links of fetched list pages → frontier."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.crawl import discover_staged, seed
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.frontier.discovery import DiscoveryStats
+from stratacrawl.sources import load_sources
+
+
+@flow(name="discovery", log_prints=True)
+async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> dict[str, int]:
+    """Enqueue due seeds and sitemaps, then expand up to ``max_pages`` staged list pages."""
+    async with runtime(sources=sources_file) as (rt, comps):
+        sources = load_sources(rt.settings.sources)
+        robots = RobotsCache(redis=comps.redis, get_text=_get_text)
+        stats = DiscoveryStats()
+        stats.merge(await seed(comps, sources, robots))
+        while stats.links < max_pages * 1000:
+            found = await discover_staged(comps, sources)
+            stats.merge(found)
+            if not found.links:
+                break
+    summary = {"links": stats.links, "queued": stats.queued, "requeued": stats.requeued,
+               "known": stats.known, **{f"dropped_{k}": v for k, v in stats.dropped.items()}}
+    await publish("stratacrawl-discovery", "Discovery",
+                  ["| figure | value |", "| --- | --- |",
+                   *(f"| {k} | {v} |" for k, v in summary.items())])
+    return summary
+
+
+async def _get_text(url: str) -> tuple[int, str]:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
+        r = await client.get(url)
+        return r.status_code, r.text

@@ -1,0 +1,19 @@
+"""submit: urgent URLs for a source, from the Prefect UI (same as ``stratacrawl submit``)."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.sources import load_sources
+
+
+@flow(name="submit", log_prints=True)
+async def submit(source: str, urls: list[str], sources_file: str | None = None) -> dict[str, int]:
+    """Queue ``urls`` for ``source`` ahead of every scheduled task."""
+    async with runtime(sources=sources_file) as (rt, comps):
+        stats = await comps.discovery.submit(load_sources(rt.settings.sources).get(source), urls)
+    await publish("stratacrawl-submit", f"Urgent URLs for {source}",
+                  [f"- queued: {stats.queued}", *(f"- dropped ({k}): {v}"
+                                                  for k, v in stats.dropped.items())])
+    return {"queued": stats.queued, "dropped": sum(stats.dropped.values())}
