@@ -15,4 +15,4 @@ def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
     statements that must hold together run in ``async with conn.transaction()``.
     """
     return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
-                               name=name, kwargs={"autocommit": True})
+                               name=name, timeout=10.0, kwargs={"autocommit": True})

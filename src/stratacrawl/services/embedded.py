@@ -228,6 +228,18 @@ class EmbeddedElasticsearch(EmbeddedServer):
                                 f"embedded osmem-server did not start; see {log}")
 
 
+def _forget_pgserver_handle(pgdata: Path) -> None:
+    """pgserver caches one handle per data folder for the life of the process (with an
+    atexit hook); after a stop it is stale, and a restart must not reuse it."""
+    import atexit
+
+    import pgserver
+
+    stale = pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
+    if stale is not None:
+        atexit.unregister(stale._cleanup)
+
+
 class EmbeddedPostgres(EmbeddedServer):
     """PostgreSQL 16 from the pgserver wheel, on a unix socket in the state folder."""
 
@@ -238,6 +250,9 @@ class EmbeddedPostgres(EmbeddedServer):
         pgdata = self.dir / "data"
         import pgserver
 
+        # pgserver caches one handle per data folder for the life of the process; after a
+        # stop that handle is stale, and a restart in the same process must not reuse it.
+        _forget_pgserver_handle(pgdata)
         try:
             server = pgserver.get_server(pgdata, cleanup_mode=None)
         except Exception as e:
@@ -255,6 +270,7 @@ class EmbeddedPostgres(EmbeddedServer):
         except Exception:
             terminate(running.pid)
         _wait_gone(running.pid, 10)
+        _forget_pgserver_handle(self.dir / "data")
 
 
 EMBEDDED: dict[str, type[EmbeddedServer]] = {

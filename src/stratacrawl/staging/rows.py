@@ -72,7 +72,8 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
     cols = ", ".join(COLUMNS)
     async with conn.cursor() as cur:
         if idempotent:
-            await cur.execute("CREATE TEMP TABLE IF NOT EXISTS staging_in (LIKE staging) "
+            await cur.execute("CREATE TEMP TABLE IF NOT EXISTS staging_in (LIKE staging INCLUDING "
+                              "DEFAULTS) "
                               "ON COMMIT DELETE ROWS")
             target = "staging_in"
         else:

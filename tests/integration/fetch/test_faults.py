@@ -1,0 +1,109 @@
+"""Faults: PostgreSQL stopped mid-crawl, and kill -9 of the crawl process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stratacrawl.components import Components, open_components
+from stratacrawl.crawl import crawl
+from stratacrawl.runtime import Runtime
+from stratacrawl.services import Endpoints
+from stratacrawl.services.embedded import EmbeddedPostgres
+from stratacrawl.services.resolve import _ensure_database
+from stratacrawl.settings import Settings
+from stratacrawl.sim import SimulatorThread
+from stratacrawl.sim.crawl_config import sources_document
+from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def _staged_count(c: Components) -> int:
+    async with c.pool.connection() as conn:
+        row = await (await conn.execute("SELECT count(*) FROM staging")).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _assert_consistent(c: Components, truth: dict[str, list[dict[str, object]]]) -> None:
+    staged = await staged_items(c)
+    for source_id, items in truth.items():
+        assert {it["url"] for it in items} <= staged.get(source_id, set()), source_id
+    async with c.pool.connection() as conn:
+        dup = await (await conn.execute(
+            "SELECT count(*) - count(DISTINCT fetch_key) FROM staging")).fetchone()
+    assert dup == (0,)
+    states = {s for s, _ in (await task_states(c)).values()}
+    assert states <= {"SUCCEEDED", "FAILED", "PENDING", "RETRY_WAIT"}
+
+
+async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_path: Path) -> None:
+    pg = EmbeddedPostgres(tmp_path / "pgstate")
+    running, _ = pg.ensure()
+    try:
+        db_url = _ensure_database(running.url, "stratacrawl")
+        s = settings.model_copy(update={"database_url": db_url, "state_dir": tmp_path / "state"})
+        rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "", db_url,
+                                  frozenset({"elasticsearch"})))
+        await rt.prepare()
+        specs = small_site(2, 100, backlog=60)
+        with SimulatorThread(specs) as st:
+            sources = sources_for(specs, rate=15.0)
+            async with open_components(rt) as c:
+                run = asyncio.create_task(crawl(c, sources, until_idle=True, seconds=180,
+                                                flush_rows=10, flush_s=0.3))
+                deadline = time.monotonic() + 60
+                while await _staged_count(c) < 20 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)
+                await asyncio.to_thread(pg.stop)          # PostgreSQL goes away mid-crawl
+                await asyncio.sleep(12)                   # longer than the pool waits
+                await asyncio.to_thread(pg.ensure)        # and comes back
+                report = await run
+                assert report.writer is not None and report.writer.spooled > 0
+                assert not list((tmp_path / "state" / "spool").glob("*.batch"))
+                await _assert_consistent(c, st.sim.truth())
+    finally:
+        pg.stop()
+
+
+async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
+                                                           tmp_path: Path) -> None:
+    specs = small_site(2, 105, backlog=60)
+    with SimulatorThread(specs) as st:
+        sources_file = tmp_path / "sources.yaml"
+        doc = sources_document(specs, rate=10.0, concurrency=2)
+        sources_file.write_text(yaml.safe_dump(doc))
+        ep = comps.runtime.endpoints
+        env = {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
+               "STRATACRAWL_DATABASE_URL": ep.database_url,
+               "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
+               "STRATACRAWL_ES_PLAIN_JSON": "true" if comps.runtime.es_plain_json else "false",
+               "STRATACRAWL_ES_INDEX_PREFIX": comps.runtime.layout.prefix,
+               "STRATACRAWL_STATE_DIR": str(tmp_path / "state")}
+        proc = subprocess.Popen([sys.executable, "-m", "stratacrawl", "crawl", "--sources",
+                                 str(sources_file)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 90
+        while await _staged_count(comps) < 25 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)                 # mid-batch, no goodbye
+        proc.wait(10)
+        async with comps.pool.connection() as conn:
+            leased = await (await conn.execute(
+                "SELECT count(*) FROM tasks WHERE state IN ('LEASED', 'FETCHING')")).fetchone()
+            # The lease time passes (instead of waiting out 5 minutes).
+            await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
+                               "WHERE state IN ('LEASED', 'FETCHING')")
+        assert leased[0] > 0, "the kill should have caught batches in flight"
+        assert await comps.frontier.reclaim() == leased[0]
+        await crawl(comps, sources_for(specs, rate=50.0), until_idle=True, seconds=180,
+                    flush_s=0.3)
+        await _assert_consistent(comps, st.sim.truth())
