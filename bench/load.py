@@ -140,3 +140,33 @@ class StaticServer:
         self._proc.join(10)
         if self._proc.is_alive():
             self._proc.kill()
+
+
+def aiohttp_ceiling(urls: list[str], *, concurrency: int = 64, seconds: float = 5.0
+                    ) -> dict[str, float]:
+    """Requests/s of a plain aiohttp client session (the issue's baseline client)."""
+    import aiohttp
+
+    async def main() -> tuple[int, int]:
+        ok = errors = 0
+        deadline = time.monotonic() + seconds
+        conn = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+        async with aiohttp.ClientSession(connector=conn) as session:
+            async def worker(offset: int) -> None:
+                nonlocal ok, errors
+                i = offset
+                while time.monotonic() < deadline:
+                    try:
+                        async with session.get(urls[i % len(urls)]) as r:
+                            await r.read()
+                            ok += r.status == 200
+                    except aiohttp.ClientError:
+                        errors += 1
+                    i += concurrency
+
+            await asyncio.gather(*(worker(n) for n in range(concurrency)))
+        return ok, errors
+
+    t0 = time.monotonic()
+    ok, errors = uvloop.run(main())
+    return {"per_s": ok / (time.monotonic() - t0), "ok": ok, "errors": errors}

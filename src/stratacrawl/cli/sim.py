@@ -41,6 +41,9 @@ def serve(
     port: int = typer.Option(0, help="First port (each source adds one); 0 = any free port."),
     noise: bool = typer.Option(False, help="The seed's normal noise: ~1.6 s latency, some 5xx."),
     rate_limit: float | None = typer.Option(None, help="429 past this many requests/s per source."),
+    backlog: int | None = typer.Option(None, min=1, help="Items each source has at its epoch."),
+    oversized_rate: float | None = typer.Option(None, min=0, max=1,
+                                                help="Share of 1-5 MB item pages (default 0.005)."),
     write_sources: Path | None = typer.Option(None, help="Write a sources.yaml for these sources."),
     truth_file: Path | None = typer.Option(None, help="Write the ground truth here on exit."),
     as_json: bool = typer.Option(False, "--json", help="Announce sources as one JSON line."),
@@ -48,9 +51,13 @@ def serve(
     """Serve the simulated sources until SIGINT/SIGTERM."""
     specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
                         ports=[port + i for i in range(sources)] if port else None, noise=noise)
-    if rate_limit is not None:
-        for s in specs:
+    for s in specs:
+        if rate_limit is not None:
             s.behaviour.rate_limit = rate_limit
+        if backlog is not None:
+            s.backlog = backlog
+        if oversized_rate is not None:
+            s.behaviour.oversized_rate = oversized_rate
     sim = Simulator(specs)
 
     async def main() -> None:

@@ -92,7 +92,7 @@ class FetchWorker:
         self.clients: dict[str, httpx.AsyncClient] = {}
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self._skip_until: dict[str, float] = {}
-        self._active: dict[str, asyncio.Task[None]] = {}
+        self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
 
     async def _get_text(self, url: str) -> tuple[int, str]:
         async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
@@ -208,12 +208,14 @@ class FetchWorker:
         allowance = min(self.max_batches, await self.c.scheduler.allowance(self.worker_id))
         started = 0
         now = time.monotonic()
+        running = Counter(self._active.values())
         for source_id in await self.c.scheduler.order(self.sources.ids):
             if len(self._active) >= allowance or self.writer.degraded:
                 break
-            if source_id in self._active or self._skip_until.get(source_id, 0) > now:
-                continue
             source = self.sources.get(source_id)
+            if running[source_id] >= source.concurrency or self._skip_until.get(source_id,
+                                                                                 0) > now:
+                continue
             holder_probe = f"{self.worker_id}:probe:{source_id}"
             if not await self.politeness.acquire_slot(source_id, holder_probe, source.concurrency,
                                                       5.0):
@@ -225,7 +227,8 @@ class FetchWorker:
                 continue
             await self.politeness.acquire_slot(source_id, f"{self.worker_id}:{batch.batch_id}",
                                                source.concurrency, source.timeout_s * 4)
-            self._active[source_id] = asyncio.create_task(self.run_batch(source, batch))
+            self._active[asyncio.create_task(self.run_batch(source, batch))] = source_id
+            running[source_id] += 1
             started += 1
         return started
 
@@ -250,13 +253,12 @@ class FetchWorker:
                     started = 0
                     await asyncio.sleep(1.0)
                 if self._active:
-                    done, _ = await asyncio.wait(self._active.values(), timeout=0.2,
+                    done, _ = await asyncio.wait(self._active, timeout=0.2,
                                                  return_when=asyncio.FIRST_COMPLETED)
-                    for sid, task in list(self._active.items()):
-                        if task in done:
-                            del self._active[sid]
-                            if task.exception():
-                                log.error("fetch: batch of %s failed: %r", sid, task.exception())
+                    for task in done:
+                        sid = self._active.pop(task)
+                        if task.exception():
+                            log.error("fetch: batch of %s failed: %r", sid, task.exception())
                 elif not started:
                     if until_idle and (idle_check is None or await idle_check()):
                         break
@@ -265,10 +267,10 @@ class FetchWorker:
             # Running batches get a moment to finish; what is cancelled keeps its leases,
             # which expire and are reclaimed (as after a crash).
             if self._active:
-                await asyncio.wait(self._active.values(), timeout=DRAIN_S)
-            for task in self._active.values():
+                await asyncio.wait(self._active, timeout=DRAIN_S)
+            for task in self._active:
                 task.cancel()
-            await asyncio.gather(*self._active.values(), return_exceptions=True)
+            await asyncio.gather(*self._active, return_exceptions=True)
             self._active.clear()
             await self.c.scheduler.leave(self.worker_id)
             await self.close()
