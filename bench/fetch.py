@@ -5,7 +5,7 @@ with ledger updates) of 20 simulated sources served by a separate simulator proc
 baseline: a plain aiohttp client hammering the same server's pages in the same run.
 ``staging_rows_per_s``: the staging writer's path (binary COPY + ledger outcomes + URL
 state, one transaction per 1,000 rows) against a plain COPY of the same rows.
-``fetch_worker_rss_mb``: peak RSS of this process over the crawl (1–5 MB pages in the mix).
+``fetch_worker_rss_mb``: peak RSS of this process over the crawl (1-5 MB pages in the mix).
 """
 
 from __future__ import annotations
