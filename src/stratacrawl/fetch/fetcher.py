@@ -87,11 +87,13 @@ class Fetcher:
         try:
             async with asyncio.timeout(source.timeout_s * 2):
                 for _ in range(MAX_REDIRECTS + 1):
-                    try:
-                        key = canonicalize(current)
-                        check_target(key, allow_private=source.allow_private_networks)
-                    except InvalidURL as e:
-                        return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
+                    key = current
+                    if hops:  # the first URL was checked at discovery; redirect targets were not
+                        try:
+                            key = canonicalize(current)
+                            check_target(key, allow_private=source.allow_private_networks)
+                        except InvalidURL as e:
+                            return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
                     # A revisit is a loop only with the same cookies: a cookie-check redirect
                     # to the same URL (Set-Cookie, then back) is how sites start sessions.
                     state = (key, frozenset(client.cookies.items()))

@@ -148,6 +148,7 @@ class FetchWorker:
             client = await self.client_for(source)
             validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
             results: list[tuple[ClaimedTask, FetchResult]] = []
+            renewed = time.monotonic()
             for task, hot in zip(batch.tasks, validators, strict=True):
                 v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
                 result = await self.fetcher.fetch(client, source, task.url,
@@ -156,9 +157,11 @@ class FetchWorker:
                 results.append((task, result))
                 if self.on_result:
                     self.on_result(source.id, result)
-                # Renew the slot: a long batch must not lose it halfway.
-                await self.politeness.acquire_slot(source.id, holder, source.concurrency,
-                                                   source.timeout_s * 4)
+                # Renew the slot now and then: a long batch must not lose it halfway.
+                if time.monotonic() - renewed > source.timeout_s:
+                    await self.politeness.acquire_slot(source.id, holder, source.concurrency,
+                                                       source.timeout_s * 4)
+                    renewed = time.monotonic()
             failures = sum(1 for _, r in results if not r.verdict.success)
             level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
             stats.delayed_batches += int(level2)
