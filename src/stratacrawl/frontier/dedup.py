@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -26,6 +26,9 @@ from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.warm.indices import IndexLayout
 
 log = logging.getLogger(__name__)
+
+
+PROMOTE_EVERY_S = 0.05
 
 
 class Verdict(StrEnum):
@@ -50,7 +53,9 @@ class Dedup:
         self.cache_ttl_s = cache_ttl_s
         self._cache: dict[str, tuple[float, Verdict]] = {}
         self._next_sweep = 0.0
-        self._background: set[asyncio.Task[None]] = set()
+        self._touched: list[str] = []
+        self._promote: dict[str, dict[str, str | int | float | None]] = {}
+        self._flusher: asyncio.Future[None] | None = None
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
                                       "bloom_false_positive": 0, "warm_errors": 0}
 
@@ -119,26 +124,27 @@ class Dedup:
                 else:
                     found[fp] = Verdict.NEW
                     self.stats["bloom_false_positive"] += 1
-        # Promotion and hit counting are bookkeeping: off the answer's critical path.
-        self._spawn(self._promote(touched, promote))
+        # Promotion and hit counting are bookkeeping: off the answer's critical path, and
+        # coalesced into one pipeline per PROMOTE_EVERY_S.
+        self._touched.extend(touched)
+        self._promote.update(promote)
+        if (touched or promote) and (self._flusher is None or self._flusher.done()):
+            self._flusher = asyncio.ensure_future(self._flush_promotions())
         return found
 
-    async def _promote(self, touched: list[str],
-                       promote: dict[str, dict[str, str | int | float | None]]) -> None:
+    async def _flush_promotions(self) -> None:
+        await asyncio.sleep(PROMOTE_EVERY_S)
+        touched, promote = self._touched, self._promote
+        self._touched, self._promote = [], {}
         try:
             await self.hot.record(touched, promote)
         except Exception as e:  # hot state is a cache: a failed promotion loses nothing
             log.warning("dedup: promotion to hot failed: %s", e)
 
-    def _spawn(self, coro: Coroutine[None, None, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def flush(self) -> None:
-        """Wait for background promotions (tests, shutdown)."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        """Write pending promotions now (tests, shutdown)."""
+        if self._flusher is not None:
+            await self._flusher
 
     async def _warm_safe(self, fps: list[str]) -> dict[str, float]:
         if self.es is None:
