@@ -16,7 +16,7 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
     """Enqueue due seeds and sitemaps, then expand up to ``max_pages`` staged list pages."""
     async with runtime(sources=sources_file) as (rt, comps):
         sources = load_sources(rt.settings.sources)
-        robots = RobotsCache(redis=comps.redis, get_text=_get_text)
+        robots = RobotsCache(redis=comps.redis)
         stats = DiscoveryStats()
         stats.merge(await seed(comps, sources, robots))
         while stats.links < max_pages * 1000:
@@ -31,10 +31,3 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
                    *(f"| {k} | {v} |" for k, v in summary.items())])
     return summary
 
-
-async def _get_text(url: str) -> tuple[int, str]:
-    import httpx
-
-    async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
-        r = await client.get(url)
-        return r.status_code, r.text

@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
 import redis.asyncio as aioredis
 from protego import Protego
 
-from stratacrawl.fetch.headers import ROBOTS_AGENT
+from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 
 TTL_S = 3600
 UNAVAILABLE = "\x00unavailable"
@@ -31,6 +32,13 @@ class RobotsAnswer:
     sitemaps: tuple[str, ...] = ()
 
 
+async def fetch_text(url: str) -> tuple[int, str]:
+    """(status, text) of a small document such as robots.txt (redirects followed)."""
+    async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
+        r = await client.get(url, headers={"User-Agent": USER_AGENTS[0]})
+        return r.status_code, r.text
+
+
 def origin(url: str) -> str:
     p = urlsplit(url)
     return f"{p.scheme}://{p.netloc}"
@@ -40,7 +48,7 @@ class RobotsCache:
     """``check(url)`` → allowed?, crawl delay; fetching robots.txt through ``get_text``."""
 
     def __init__(self, *, redis: aioredis.Redis,
-                 get_text: Callable[[str], Awaitable[tuple[int, str]]]) -> None:
+                 get_text: Callable[[str], Awaitable[tuple[int, str]]] = fetch_text) -> None:
         self.redis = redis
         self.get_text = get_text
         self._parsed: dict[str, tuple[float, Protego | None, bool]] = {}

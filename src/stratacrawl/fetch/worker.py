@@ -87,17 +87,12 @@ class FetchWorker:
         self.rng = rng or random.Random()
         self.on_result = on_result
         self.politeness = Politeness(redis=comps.redis, rng=self.rng)
-        self.robots = RobotsCache(redis=comps.redis, get_text=self._get_text)
+        self.robots = RobotsCache(redis=comps.redis)
         self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
         self.clients: dict[str, httpx.AsyncClient] = {}
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self._skip_until: dict[str, float] = {}
         self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
-
-    async def _get_text(self, url: str) -> tuple[int, str]:
-        async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
-            r = await client.get(url)
-            return r.status_code, r.text
 
     # -- sessions -----------------------------------------------------------------------------
     def _session_key(self, source_id: str) -> str:
