@@ -79,7 +79,7 @@ async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
     specs = small_site(2, 105, backlog=60)
     with SimulatorThread(specs) as st:
         sources_file = tmp_path / "sources.yaml"
-        doc = sources_document(specs, rate=10.0, concurrency=2)
+        doc = sources_document(specs, rate=4.0, concurrency=2)  # ~15 s of crawling
         sources_file.write_text(yaml.safe_dump(doc))
         ep = comps.runtime.endpoints
         env = {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
@@ -91,9 +91,16 @@ async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
         proc = subprocess.Popen([sys.executable, "-m", "stratacrawl", "crawl", "--sources",
                                  str(sources_file)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 90
-        while await _staged_count(comps) < 25 and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
+        # Kill once some work has landed and batches are visibly in flight.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            async with comps.pool.connection() as conn:
+                leased, done = await (await conn.execute(
+                    "SELECT count(*) FILTER (WHERE state IN ('LEASED', 'FETCHING')), "
+                    "count(*) FILTER (WHERE state = 'SUCCEEDED') FROM tasks")).fetchone()
+            if leased > 0 and done >= 10:
+                break
+            await asyncio.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)                 # mid-batch, no goodbye
         proc.wait(10)
         async with comps.pool.connection() as conn:
