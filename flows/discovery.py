@@ -6,6 +6,7 @@ from prefect import flow
 
 from flows.common import publish, runtime
 from stratacrawl.crawl import discover_staged, seed
+from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.sources import load_sources
@@ -18,7 +19,7 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
         sources = load_sources(rt.settings.sources)
         robots = RobotsCache(redis=comps.redis)
         stats = DiscoveryStats()
-        stats.merge(await seed(comps, sources, robots))
+        stats.merge(await seed(comps, sources, robots, Politeness(redis=comps.redis)))
         while stats.links < max_pages * 1000:
             found = await discover_staged(comps, sources)
             stats.merge(found)

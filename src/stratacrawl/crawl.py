@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 import zstandard
 
 from stratacrawl.components import Components
+from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
-from stratacrawl.sources import SourcesFile
+from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import DB_DOWN, StagingWriter, WriterStats
@@ -47,7 +48,8 @@ def spool_for(comps: Components) -> Spool:
     return Spool(comps.runtime.settings.state_path / "spool")
 
 
-async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache) -> DiscoveryStats:
+async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
+               politeness: Politeness) -> DiscoveryStats:
     """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued."""
     stats = DiscoveryStats()
     for source in sources.sources:
@@ -55,8 +57,14 @@ async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache) -> 
         if not source.sitemaps:
             continue
         sitemaps: list[NewTask] = []
-        for url in {s for seed_url in source.seeds for s in
-                    (await robots.check(seed_url)).sitemaps}:
+        named: set[str] = set()
+
+        async def turn(s: Source = source) -> float:
+            return await politeness.wait_turn(s.id, s.rate)
+
+        for seed_url in source.seeds:
+            named |= set((await robots.check(seed_url, turn)).sitemaps)
+        for url in named:
             try:
                 sitemaps.append(NewTask(source.id, url, fingerprint(canonicalize(url)), "sitemap",
                                         source.priority))
@@ -114,7 +122,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
         report.sources = worker.stats
         report.writer = writer.stats
-        report.discovery.merge(await seed(comps, sources, worker.robots))
+        report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         stop = asyncio.Event()
 
         async def discover_loop() -> None:

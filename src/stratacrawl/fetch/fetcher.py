@@ -102,7 +102,8 @@ class Fetcher:
                     seen.add(state)
                     delay = None
                     if source.robots == "obey":
-                        answer = await self.robots.check(current)
+                        answer = await self.robots.check(current, lambda: self.politeness.wait_turn(
+                            source.id, source.rate))
                         if answer.unavailable:
                             return done(Verdict(Kind.RATE_LIMITED, "robots-unavailable", 300.0))
                         if not answer.allowed:

@@ -53,7 +53,8 @@ class RobotsCache:
         self.get_text = get_text
         self._parsed: dict[str, tuple[float, Protego | None, bool]] = {}
 
-    async def _load(self, org: str) -> tuple[Protego | None, bool]:
+    async def _load(self, org: str, before_fetch: Callable[[], Awaitable[object]] | None = None,
+                    ) -> tuple[Protego | None, bool]:
         now = time.monotonic()
         hit = self._parsed.get(org)
         if hit and hit[0] > now:
@@ -62,6 +63,8 @@ class RobotsCache:
         cached = await self.redis.get(key)
         if cached is None:
             try:
+                if before_fetch is not None:  # robots.txt is a request like any other: paced
+                    await before_fetch()
                 status, text = await self.get_text(org + "/robots.txt")
             except Exception:
                 status, text = 599, ""
@@ -80,8 +83,11 @@ class RobotsCache:
         self._parsed[org] = (now + 60, parser, unavailable)
         return parser, unavailable
 
-    async def check(self, url: str) -> RobotsAnswer:
-        parser, unavailable = await self._load(origin(url))
+    async def check(self, url: str,
+                    before_fetch: Callable[[], Awaitable[object]] | None = None) -> RobotsAnswer:
+        """May ``url`` be fetched? ``before_fetch`` runs before robots.txt itself is fetched
+        (the caller's politeness turn for that source)."""
+        parser, unavailable = await self._load(origin(url), before_fetch)
         if unavailable:
             return RobotsAnswer(False, None, unavailable=True)
         if parser is None:

@@ -165,7 +165,8 @@ async def test_state_machine_never_loses_or_double_leases(comps: Components, ops
     assert set(counts) <= {"SUCCEEDED", "FAILED"}
 
 
-def _claimer(db_url: str, redis_url: str, q: mp.Queue) -> None:  # type: ignore[type-arg]
+def _claimer(db_url: str, redis_url: str, q: mp.Queue, ready: mp.Queue,  # type: ignore[type-arg]
+             go: object) -> None:
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
     from stratacrawl.frontier.hot_queue import HotQueue
@@ -177,6 +178,9 @@ def _claimer(db_url: str, redis_url: str, q: mp.Queue) -> None:  # type: ignore[
         got: list[int] = []
         async with aioredis.Redis.from_url(redis_url) as r, make_pool(db_url) as pool:
             f = Frontier(ledger=Ledger(pool=pool), hot=HotQueue(redis=r, window=300))
+            await r.ping()
+            ready.put(True)
+            await asyncio.to_thread(go.wait, 60)  # type: ignore[attr-defined]
             while batch := (await f.claim("s1", 25, f"p{mp.current_process().pid}")).tasks:
                 got += [t.id for t in batch]
         return got
@@ -187,12 +191,15 @@ def _claimer(db_url: str, redis_url: str, q: mp.Queue) -> None:  # type: ignore[
 async def test_concurrent_claimer_processes_never_share_a_task(comps: Components) -> None:
     await comps.frontier.add(tasks(3000))
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+    q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=_claimer, args=(comps.runtime.database_url,
-                                                comps.runtime.endpoints.redis_url, q))
+                                                comps.runtime.endpoints.redis_url, q, ready, go))
              for _ in range(4)]
     for p in procs:
         p.start()
+    for _ in procs:  # all connected: start together, so the work really can be shared
+        ready.get(timeout=120)
+    go.set()
     results = [q.get(timeout=120) for _ in procs]
     for p in procs:
         p.join(30)
