@@ -79,7 +79,8 @@ async def _staging(rt: Any, n: int) -> tuple[float, float]:
                     f"COPY staging_copy ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as cp:
                 cp.set_types(list(TYPES))
                 for item in items:
-                    await cp.write_row(item.row)
+                    if item.row is not None:
+                        await cp.write_row(item.row)
             plain = n / (time.perf_counter() - t0)
         return ours, plain
 

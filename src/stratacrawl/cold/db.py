@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from stratacrawl.errors import ServiceUnavailable
 
@@ -25,10 +24,6 @@ def sqlalchemy_url(url: str) -> str:
 
 def engine(url: str, **kwargs: object) -> Engine:
     return create_engine(sqlalchemy_url(url), pool_pre_ping=True, **kwargs)  # type: ignore[arg-type]
-
-
-def async_engine(url: str, **kwargs: object) -> AsyncEngine:
-    return create_async_engine(sqlalchemy_url(url), pool_pre_ping=True, **kwargs)  # type: ignore[arg-type]
 
 
 def check(url: str, timeout_s: float = 5.0) -> str:

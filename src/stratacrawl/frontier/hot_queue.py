@@ -65,6 +65,3 @@ class HotQueue:
 
     async def drop_expired_leases(self, source_id: str) -> int:
         return int(await self.redis.zremrangebyscore(leased_key(source_id), "-inf", time.time()))
-
-    async def clear(self, source_id: str) -> None:
-        await self.redis.delete(ready_key(source_id), leased_key(source_id))

@@ -75,8 +75,5 @@ class HotURLState:
                     pipe.hset(key(fp), mapping=clean)  # type: ignore[arg-type]
             await pipe.execute()
 
-    async def touch(self, fps: Sequence[str], now: float | None = None) -> None:
-        await self.record(fps, {}, now)
-
     async def put_many(self, entries: Mapping[str, Mapping[str, str | int | float | None]]) -> None:
         await self.record([], entries)

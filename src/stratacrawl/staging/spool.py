@@ -12,7 +12,7 @@ import os
 import pickle
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import zstandard
@@ -55,9 +55,6 @@ class Spool:
         if data.get("format") != FORMAT:
             raise ValueError(f"{path}: unknown spool format {data.get('format')!r}")
         return data["owner"], data["items"]
-
-    def __iter__(self) -> Iterator[Path]:
-        return iter(self.files())
 
     def pending(self) -> int:
         return len(self.files())
