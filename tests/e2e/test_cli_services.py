@@ -84,3 +84,21 @@ def test_sources_validate_accepts_a_good_file(tmp_path: Path) -> None:
     f.write_text("sources:\n  - {id: a, seeds: ['http://x/']}\n")
     result = cli("sources", "validate", str(f))
     assert result.returncode == 0 and "1 source(s): a" in result.stdout
+
+
+def test_concurrent_starts_share_one_set_of_servers(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = _clean(_env(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-m", "stratacrawl", "services", "up"], env=env,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outputs[0] == outputs[1]  # the same URLs: one server per tier
+    redis_servers = [c for c in processes_under(tmp_path) if "redis-server" in c]
+    assert len(redis_servers) == 1, redis_servers
+    assert cli("services", "down", env=env).returncode == 0
+    time.sleep(0.5)
+    assert processes_under(tmp_path) == [], os.listdir(tmp_path)

@@ -8,6 +8,7 @@ processes reuse it and ``services down`` can stop it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -131,14 +132,20 @@ class EmbeddedServer(ABC):
         self.registry = Registry(state_dir)
 
     def ensure(self) -> tuple[Running, bool]:
-        """The running server, starting it if needed; the flag says whether we started it."""
-        running = self.registry.alive(self.name)
-        if running:
-            return running, False
+        """The running server, starting it if needed; the flag says whether we started it.
+
+        A file lock makes check-and-start atomic across processes: two commands starting
+        at once share one server instead of each spawning one (and orphaning the loser's).
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
-        running = self._start()
-        self.registry.put(running)
-        return running, True
+        with open(self.state_dir / f".{self.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            running = self.registry.alive(self.name)
+            if running:
+                return running, False
+            running = self._start()
+            self.registry.put(running)
+            return running, True
 
     def stop(self) -> bool:
         """Stop the recorded server; False if none was running."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 from dataclasses import dataclass, field
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -69,6 +70,15 @@ class Services:
                 "postgres": s.database_url}[tier]
 
     def start(self) -> Endpoints:
+        # One process at a time per state folder: starting servers and creating the
+        # database (CREATE DATABASE refuses to run twice at once from template1).
+        state = self.settings.state_path
+        state.mkdir(parents=True, exist_ok=True)
+        with open(state / ".services.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._start()
+
+    def _start(self) -> Endpoints:
         urls: dict[str, str] = {}
         embedded: set[str] = set()
         try:
