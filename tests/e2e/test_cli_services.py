@@ -32,6 +32,8 @@ def _clean(env: dict[str, str]) -> dict[str, str]:
 def test_services_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     env = _clean(_env(tmp_path))
     up = cli("services", "up", env=env)
+    if up.returncode != 0:
+        cli("services", "down", env=env)
     assert up.returncode == 0, up.stderr
     for tier in ("redis", "elasticsearch", "postgres"):
         assert f"{tier}" in up.stdout and "embedded" in up.stdout
@@ -92,13 +94,15 @@ def test_concurrent_starts_share_one_set_of_servers(tmp_path: Path) -> None:
     import sys
 
     env = _clean(_env(tmp_path))
-    procs = [subprocess.Popen([sys.executable, "-m", "stratacrawl", "services", "up"], env=env,
-                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    assert outputs[0] == outputs[1]  # the same URLs: one server per tier
-    redis_servers = [c for c in processes_under(tmp_path) if "redis-server" in c]
-    assert len(redis_servers) == 1, redis_servers
-    assert cli("services", "down", env=env).returncode == 0
+    try:
+        procs = [subprocess.Popen([sys.executable, "-m", "stratacrawl", "services", "up"],
+                                  env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        outputs = [p.communicate(timeout=120)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs)
+        assert outputs[0] == outputs[1]  # the same URLs: one server per tier
+        redis_servers = [c for c in processes_under(tmp_path) if "redis-server" in c]
+        assert len(redis_servers) == 1, redis_servers
+    finally:
+        assert cli("services", "down", env=env).returncode == 0
     time.sleep(0.5)
     assert processes_under(tmp_path) == [], os.listdir(tmp_path)
