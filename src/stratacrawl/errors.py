@@ -7,9 +7,11 @@
     │   ├── ServiceUnavailable      (transient) connection refused / timed out
     │   └── ServiceStartError       an embedded server failed to start
     ├── InvalidURL                  a URL that cannot be crawled (terminal)
-    └── FetchError                  classified once, in the fetcher
-        ├── TransientFetchError     timeouts, resets, 5xx: retried at level 1
-        └── TerminalFetchError      4xx, too large, wrong type: never retried
+    ├── FetchError                  classified once, in the fetcher
+    │   ├── TransientFetchError     timeouts, resets, 5xx: retried at level 1
+    │   └── TerminalFetchError      4xx, too large, wrong type: never retried
+    ├── FormatError                 a page that does not fit its extraction rules (terminal)
+    └── ValidationFailed            a data-quality check failed (terminal)
 
 ``Transient`` and ``Terminal`` are mixins so callers can catch by retry policy
 across families.
@@ -97,3 +99,22 @@ class TransientFetchError(FetchError, Transient):
 
 class TerminalFetchError(FetchError, Terminal):
     """4xx (but 408/429), oversized, wrong content type, robots-disallowed."""
+
+
+class FormatError(StratacrawlError, Terminal):
+    """A page answered but its content does not fit the source's extraction rules (the
+    redesign that still answers 200). Not retried; the page stays staged for re-cleaning."""
+
+    def __init__(self, reason: str, *, url: str = "", missing: list[str] | None = None) -> None:
+        self.reason = reason
+        self.url = url
+        self.missing = missing or []
+        super().__init__(reason)
+
+
+class ValidationFailed(StratacrawlError, Terminal):
+    """A data-quality check failed; ``failures`` names each failed check."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        super().__init__("validation failed: " + "; ".join(failures))

@@ -13,8 +13,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import parsel
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from lxml import etree
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stratacrawl.errors import SourcesError
 
@@ -45,30 +47,65 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+FieldType = Literal["text", "int", "float", "price", "date", "datetime", "url"]
+
+
 class FieldRule(_Strict):
     """How to extract one field: a CSS selector or an XPath, and a type to coerce to."""
 
     css: str | None = None
     xpath: str | None = None
     attr: str | None = None  # take an attribute instead of the text
-    type: Literal["text", "int", "float", "price", "date", "datetime", "url"] = "text"
+    type: FieldType = "text"
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> FieldRule:
+        if (self.css is None) == (self.xpath is None):
+            raise ValueError("give exactly one of css or xpath")
+        if self.css is not None:
+            try:
+                parsel.Selector(text="<html></html>").css(self.css)
+            except Exception as e:
+                raise ValueError(f"bad CSS selector {self.css!r}: {e}") from None
+        if self.xpath is not None:
+            try:
+                etree.XPath(self.xpath)
+            except etree.XPathSyntaxError as e:
+                raise ValueError(f"bad XPath {self.xpath!r}: {e}") from None
+        return self
+
+
+ARTICLE_FIELDS: dict[str, str] = {"title": "text", "text": "text", "author": "text",
+                                  "published": "datetime", "language": "text"}
 
 
 class ArticleExtract(_Strict):
+    """Generic article extraction (title, text, author, published, language), plus any
+    extra ``fields`` by selector."""
+
     kind: Literal["article"] = "article"
+    fields: dict[str, FieldRule] = Field(default_factory=dict)
 
 
 class RulesExtract(_Strict):
     kind: Literal["rules"]
-    fields: dict[str, FieldRule]
+    fields: dict[str, FieldRule] = Field(min_length=1)
+
+
+class JsonField(_Strict):
+    """One field of a JSON record: a dotted path into the object and a type."""
+
+    path: str
+    type: FieldType = "text"
 
 
 class JsonExtract(_Strict):
-    """Records from a JSON API: ``items`` is a dotted path to the list of objects."""
+    """Records from JSON: ``items`` is a dotted path to a list of objects (absent: the page
+    is one object); ``fields`` pick and type values (empty: every top-level scalar as is)."""
 
     kind: Literal["json"]
-    items: str = "items"
-    id_field: str = "id"
+    items: str | None = None
+    fields: dict[str, JsonField] = Field(default_factory=dict)
 
 
 Extract = Annotated[ArticleExtract | RulesExtract | JsonExtract, Field(discriminator="kind")]
@@ -106,6 +143,18 @@ class Source(_Strict):
         parse_duration(v)
         return v
 
+    @model_validator(mode="after")
+    def _required_fields_exist(self) -> Source:
+        declared = set(getattr(self.extract, "fields", {}))
+        if isinstance(self.extract, ArticleExtract):
+            declared |= set(ARTICLE_FIELDS)
+        if declared or not isinstance(self.extract, JsonExtract):
+            unknown = [f for f in self.required if f not in declared]
+            if unknown:
+                raise ValueError(f"required field(s) {unknown} are not extracted "
+                                 f"(extracted: {sorted(declared)})")
+        return self
+
     @property
     def cadence_td(self) -> timedelta:
         return parse_duration(self.cadence)
@@ -113,6 +162,17 @@ class Source(_Strict):
     @property
     def freshness_td(self) -> timedelta:
         return parse_duration(self.freshness)
+
+    @property
+    def field_types(self) -> dict[str, str]:
+        """Every field this source's records carry, with its declared type."""
+        types: dict[str, str] = {}
+        if isinstance(self.extract, ArticleExtract):
+            types.update(ARTICLE_FIELDS)
+        types.update({name: rule.type for name, rule in getattr(self.extract, "fields", {}).items()})
+        for name in self.required:
+            types.setdefault(name, "text")
+        return types
 
     def matches(self, kind: Literal["allow", "follow", "items"], url: str) -> bool:
         patterns: list[str] = getattr(self, kind)

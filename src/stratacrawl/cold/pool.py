@@ -12,7 +12,9 @@ def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
     """Open it with ``async with make_pool(...) as pool``.
 
     Connections are in autocommit mode: a single statement is one round trip; several
-    statements that must hold together run in ``async with conn.transaction()``.
+    statements that must hold together run in ``async with conn.transaction()``. Sessions
+    run in UTC, so day partitions and record days do not depend on the server's time zone.
     """
     return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
-                               name=name, timeout=10.0, kwargs={"autocommit": True})
+                               name=name, timeout=10.0,
+                               kwargs={"autocommit": True, "options": "-c TimeZone=UTC"})

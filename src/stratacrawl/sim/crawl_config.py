@@ -11,13 +11,12 @@ def source_entry(spec: SourceSpec, rate: float = 50.0, concurrency: int = 4) -> 
     base = spec.base_url.replace(".", r"\.")
     entry: dict[str, Any] = {
         "id": spec.id, "allow": [f"^{base}/"], "rate": rate, "concurrency": concurrency,
-        "batch_size": 20, "cadence": "10m", "allow_private_networks": True,
-        "expected_daily": int(86_400 / spec.publish_every_s), "freshness": "6h",
+        "batch_size": 20, "cadence": "10m", "allow_private_networks": True, "freshness": "6h",
     }
     if spec.kind == "news":
         entry.update(seeds=[f"{spec.base_url}/list/1"], follow=[r"/list/\d+$"],
                      items=[r"/article/\d+"], extract={"kind": "article"},
-                     required=["title", "text", "published"])
+                     required=["title", "text", "author", "published"])
     elif spec.kind == "products":
         entry.update(seeds=[f"{spec.base_url}/", f"{spec.base_url}/catalog/1"],
                      follow=[r"/catalog/\d+$"], items=[r"/product/\d+"], required=["name", "price"],
@@ -28,7 +27,10 @@ def source_entry(spec: SourceSpec, rate: float = 50.0, concurrency: int = 4) -> 
                          "stock": {"css": "div.stock", "attr": "data-stock", "type": "int"}}})
     else:
         entry.update(seeds=[f"{spec.base_url}/api/prices?page=1"], follow=[r"/api/prices\?page=\d+$"],
-                     items=[r"/api/prices/\d+$"], extract={"kind": "json"},
+                     items=[r"/api/prices/\d+$"], extract={"kind": "json", "fields": {
+                         "symbol": {"path": "symbol"}, "price": {"path": "price", "type": "price"},
+                         "currency": {"path": "currency"},
+                         "updated": {"path": "updated", "type": "datetime"}}},
                      required=["symbol", "price", "currency"])
     return entry
 

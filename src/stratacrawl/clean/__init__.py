@@ -1,0 +1,1 @@
+"""Cleaning: staged pages → structured records (extract, coerce, fingerprint, upsert)."""

@@ -1,0 +1,236 @@
+"""The cleaner: claims staged pages not yet cleaned, extracts, and upserts their records.
+
+Several cleaners can run at once: a batch is claimed with ``FOR UPDATE SKIP LOCKED`` on
+the ``clean_state = 'new'`` rows (the partial index ``staging_uncleaned`` is the watermark
+of each day partition) and released by the same transaction that lands its records, so a
+crash re-cleans the batch at most, and fingerprints make that harmless. A page that yields
+nothing or misses a required field becomes ``format_error``: never retried, kept for
+re-cleaning after a rule fix (:meth:`Cleaner.reclean`).
+
+Parse results are cached in the hot tier for 30 minutes, keyed by the page's content and
+the source's rules, so an unchanged page fetched again is not parsed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import redis.asyncio as aioredis
+import zstandard
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
+from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
+from stratacrawl.errors import FormatError, InvalidURL
+from stratacrawl.sources import Source, SourcesFile
+from stratacrawl.urls import canonicalize, fingerprint
+
+log = logging.getLogger(__name__)
+PARSE_CACHE_TTL_S = 1800
+
+
+@dataclass
+class SourceCleanStats:
+    pages: int = 0
+    records: int = 0
+    format_errors: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class CleanStats:
+    pages: int = 0
+    inserted: int = 0
+    updated: int = 0
+    replaced: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    sources: dict[str, SourceCleanStats] = field(default_factory=dict)
+
+    @property
+    def format_errors(self) -> int:
+        return sum(s.format_errors for s in self.sources.values())
+
+    def merge(self, other: CleanStats) -> None:
+        self.pages += other.pages
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.replaced += other.replaced
+        self.cache_hits += other.cache_hits
+        for sid, s in other.sources.items():
+            mine = self.sources.setdefault(sid, SourceCleanStats())
+            mine.pages += s.pages
+            mine.records += s.records
+            mine.format_errors += s.format_errors
+            mine.reasons.update(s.reasons)
+
+
+@dataclass
+class _Claimed:
+    fetched_at: datetime
+    id: int
+    source_id: str
+    task_id: int | None
+    url: str
+    final_url: str | None
+    content_type: str | None
+    body: bytes | None
+    trace_id: str | None
+    cleaned_before: bool
+
+
+class Cleaner:
+    """Staging → records for the sources of one sources file."""
+
+    def __init__(self, *, pool: AsyncConnectionPool, redis: aioredis.Redis | None,
+                 sources: SourcesFile, batch_size: int = 200,
+                 cache_ttl_s: int = PARSE_CACHE_TTL_S) -> None:
+        self.pool = pool
+        self.redis = redis
+        self.sources = sources
+        self.batch_size = batch_size
+        self.cache_ttl_s = cache_ttl_s
+        self._extractors: dict[str, Extractor] = {s.id: extractor_for(s) for s in sources.sources}
+        self._rules_key = {s.id: hashlib.blake2b(s.extract.model_dump_json().encode(),
+                                                 digest_size=8).hexdigest()
+                           for s in sources.sources}
+        self._zstd = zstandard.ZstdDecompressor()
+
+    # -- one page ---------------------------------------------------------------------------
+    def extract(self, source: Source, page: Page) -> list[Extracted]:
+        """The page's records, or :class:`FormatError` if it does not fit the source's rules."""
+        found = self._extractors[source.id].extract(page)
+        if not found:
+            raise FormatError("nothing extracted", url=page.url)
+        for rec in found:
+            missing = [f for f in source.required if rec.fields.get(f) in (None, "")]
+            if missing:
+                raise FormatError(f"missing required field(s): {', '.join(missing)}",
+                                  url=page.url, missing=missing)
+        return found
+
+    # -- batches ----------------------------------------------------------------------------
+    async def clean_batch(self, source_ids: list[str] | None = None) -> CleanStats:
+        """Claim, clean and land one batch; an empty result means nothing was left."""
+        stats = CleanStats()
+        ids = source_ids or self.sources.ids
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT fetched_at, id, source_id, task_id, url, final_url, content_type, body, "
+                "trace_id, cleaned_at IS NOT NULL FROM staging "
+                "WHERE clean_state = 'new' AND source_id = ANY(%s) "
+                "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (ids, self.batch_size))
+            claimed = [_Claimed(*row) for row in await cur.fetchall()]
+            if not claimed:
+                return stats
+            records, outcomes = await self._clean(claimed, stats)
+            result: UpsertResult = await upsert(
+                conn, records, [c.id for c in claimed if c.cleaned_before])
+            await conn.execute(
+                "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now() "
+                "FROM (SELECT unnest(%s::timestamptz[]) AS fa, unnest(%s::bigint[]) AS id, "
+                "unnest(%s::text[]) AS state, unnest(%s::text[]) AS err) u "
+                "WHERE s.fetched_at = u.fa AND s.id = u.id",
+                ([c.fetched_at for c in claimed], [c.id for c in claimed],
+                 [o[0] for o in outcomes], [o[1] for o in outcomes]))
+        stats.pages = len(claimed)
+        stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,
+                                                         result.replaced)
+        return stats
+
+    async def _clean(self, claimed: list[_Claimed],
+                     stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None]]]:
+        bodies = [self._zstd.decompress(c.body) if c.body else b"" for c in claimed]
+        keys = [f"sc:pc:{{{c.source_id}}}:{self._rules_key[c.source_id]}:"
+                f"{hashlib.blake2b(b, digest_size=16).hexdigest()}"
+                for c, b in zip(claimed, bodies, strict=True)]
+        cached = await self._cache_get(keys)
+        fresh: dict[str, str] = {}
+        records: list[Record] = []
+        outcomes: list[tuple[str, str | None]] = []
+        for c, body, key, hit in zip(claimed, bodies, keys, cached, strict=True):
+            source = self.sources.get(c.source_id)
+            s = stats.sources.setdefault(c.source_id, SourceCleanStats())
+            s.pages += 1
+            page_url = c.final_url or c.url
+            try:
+                if hit is not None:
+                    stats.cache_hits += 1
+                    found = [Extracted(f, u) for f, u in json.loads(hit)]
+                else:
+                    found = self.extract(source, Page(page_url, c.content_type, body))
+                    fresh[key] = json.dumps([[e.fields, e.canonical_url] for e in found])
+            except FormatError as e:
+                s.format_errors += 1
+                s.reasons[e.reason] += 1
+                outcomes.append(("format_error", e.reason))
+                continue
+            for ext in found:
+                records.append(self._record(c, page_url, ext))
+            s.records += len(found)
+            outcomes.append(("cleaned", None))
+        await self._cache_put(fresh)
+        return records, outcomes
+
+    def _record(self, c: _Claimed, page_url: str, ext: Extracted) -> Record:
+        try:
+            canonical = canonicalize(ext.canonical_url)
+        except InvalidURL:
+            canonical = canonicalize(page_url)
+        return Record(source_id=c.source_id, day=c.fetched_at.date(),
+                      fingerprint=record_fingerprint(c.source_id, canonical, ext.fields),
+                      url=page_url, canonical_url=canonical, url_hash=fingerprint(canonical),
+                      staging_id=c.id, task_id=c.task_id, trace_id=c.trace_id,
+                      crawled_at=c.fetched_at, fields=ext.fields)
+
+    async def _cache_get(self, keys: list[str]) -> list[Any]:
+        if self.redis is None or not keys:
+            return [None] * len(keys)
+        try:
+            return list(await self.redis.mget(keys))
+        except aioredis.RedisError as e:  # the cache is an optimisation: clean without it
+            log.warning("clean: parse cache unavailable (%s)", e)
+            return [None] * len(keys)
+
+    async def _cache_put(self, entries: dict[str, str]) -> None:
+        if self.redis is None or not entries:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, value in entries.items():
+                    pipe.set(key, value, ex=self.cache_ttl_s)
+                await pipe.execute()
+        except aioredis.RedisError as e:
+            log.warning("clean: parse cache unavailable (%s)", e)
+
+    async def run(self, *, seconds: float | None = None,
+                  source_ids: list[str] | None = None) -> CleanStats:
+        """Clean batches until nothing is left (or ``seconds`` pass)."""
+        total = CleanStats()
+        t0 = time.monotonic()
+        while seconds is None or time.monotonic() - t0 < seconds:
+            batch = await self.clean_batch(source_ids)
+            if not batch.pages:
+                break
+            total.merge(batch)
+        total.seconds = time.monotonic() - t0
+        return total
+
+    async def reclean(self, source_id: str, day: date) -> int:
+        """Put a source-day's item pages back in the queue (after a rule fix); returns how many.
+        The next run re-extracts them and replaces what they produced before."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE staging SET clean_state = 'new', clean_error = NULL "
+                "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
+                "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error')",
+                (source_id, day, day))
+            return cur.rowcount
+

@@ -1,0 +1,222 @@
+"""Extractors: one fetched page → the fields of zero or more records. Pure (no I/O).
+
+Contract (on the base): ``extract`` returns a list of :class:`Extracted`, one per record
+the page holds (detail pages hold one); values are already coerced to their declared
+types; a field that is absent or does not coerce is left out. Deciding whether what came
+out is good enough (required fields) is the cleaner's job, not the extractor's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import parsel
+import trafilatura
+from selectolax.lexbor import LexborHTMLParser
+
+from stratacrawl.clean.coerce import coerce
+from stratacrawl.errors import FormatError
+from stratacrawl.sources import ArticleExtract, FieldRule, JsonExtract, RulesExtract, Source
+
+_CHARSET = re.compile(r"charset=[\"']?([\w.:-]+)", re.I)
+_META_DATES = ("meta[property='article:published_time']", "meta[name='article:published_time']",
+               "meta[itemprop='datePublished']", "meta[name='date']", "meta[name='pubdate']")
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str                    # the URL the page was fetched from (after redirects)
+    content_type: str | None
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Extracted:
+    fields: dict[str, Any]
+    canonical_url: str          # rel=canonical (same host), the record's own URL, or the page URL
+
+
+def page_text(page: Page) -> str:
+    """The body as text: charset from Content-Type, else UTF-8, else Windows-1252."""
+    m = _CHARSET.search(page.content_type or "")
+    if m:
+        try:
+            return page.body.decode(m.group(1), "replace")
+        except LookupError:
+            pass
+    try:
+        return page.body.decode("utf-8")
+    except UnicodeDecodeError:
+        return page.body.decode("cp1252", "replace")
+
+
+def _same_host_url(candidate: str | None, page_url: str) -> str | None:
+    """``candidate`` resolved against the page, if it stays on the page's host (a hostile or
+    syndicated canonical pointing elsewhere must not merge records across sites)."""
+    if not candidate:
+        return None
+    resolved = urljoin(page_url, candidate.strip())
+    return resolved if urlsplit(resolved).hostname == urlsplit(page_url).hostname else None
+
+
+class Extractor(ABC):
+    """Fields of the records on one page; see the module docstring for the contract."""
+
+    @abstractmethod
+    def extract(self, page: Page) -> list[Extracted]: ...
+
+
+class _HtmlRules:
+    """Selector rules over one page: CSS through lexbor (fast), XPath through lxml (parsel)."""
+
+    def __init__(self, rules: dict[str, FieldRule]) -> None:
+        self.rules = rules
+        self.needs_xpath = any(r.xpath for r in rules.values())
+
+    def apply(self, tree: LexborHTMLParser, html: str, base_url: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        selector = parsel.Selector(text=html) if self.needs_xpath else None
+        for name, rule in self.rules.items():
+            raw: Any = None
+            if rule.css is not None:
+                node = tree.css_first(rule.css)
+                if node is not None:
+                    raw = (node.attributes.get(rule.attr) if rule.attr
+                           else node.text(separator=" ", strip=True))
+            elif selector is not None and rule.xpath is not None:
+                found = selector.xpath(rule.xpath)
+                if found:
+                    first = found[0]
+                    raw = (first.attrib.get(rule.attr) if rule.attr
+                           else " ".join(t.strip() for t in first.xpath(".//text()").getall()
+                                         if t.strip()) or first.get())
+            value = coerce(rule.type, raw, base_url)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+def _canonical(tree: LexborHTMLParser, page_url: str) -> str:
+    node = tree.css_first("link[rel=canonical]")
+    href = node.attributes.get("href") if node is not None else None
+    return _same_host_url(href, page_url) or page_url
+
+
+class RulesExtractor(Extractor):
+    """``kind: rules``: one record per page from CSS/XPath selectors."""
+
+    def __init__(self, config: RulesExtract) -> None:
+        self.rules = _HtmlRules(config.fields)
+
+    def extract(self, page: Page) -> list[Extracted]:
+        html = page_text(page)
+        tree = LexborHTMLParser(html)
+        fields = self.rules.apply(tree, html, page.url)
+        return [Extracted(fields, _canonical(tree, page.url))] if fields else []
+
+
+class ArticleExtractor(Extractor):
+    """``kind: article``: title, text, author, published and language through trafilatura
+    (boilerplate, navigation, ads and comments removed). The publication time comes from the
+    page's own markup (``<time datetime>``, ``article:published_time``) when it has one, as
+    trafilatura keeps only the day."""
+
+    def __init__(self, config: ArticleExtract) -> None:
+        self.extra = _HtmlRules(config.fields) if config.fields else None
+
+    def extract(self, page: Page) -> list[Extracted]:
+        html = page_text(page)
+        doc = trafilatura.bare_extraction(html, url=page.url, with_metadata=True,
+                                          include_comments=False, include_tables=False,
+                                          include_images=False, include_links=False)
+        if doc is None:
+            return []
+        meta = doc.as_dict() if hasattr(doc, "as_dict") else dict(doc)
+        tree = LexborHTMLParser(html)
+        published = _published(tree) or meta.get("date")
+        body = meta.get("text") or ""
+        fields: dict[str, Any] = {
+            "title": coerce("text", meta.get("title")),
+            # paragraphs stay apart (one blank line), spaces inside them are normalised
+            "text": "\n\n".join(p for p in (coerce("text", line) for line in body.split("\n")) if p)
+                    or None,
+            "author": coerce("text", meta.get("author")),
+            "published": coerce("datetime", published),
+            "language": coerce("text", meta.get("language") or _lang(tree)),
+        }
+        fields = {k: v for k, v in fields.items() if v is not None}
+        if self.extra is not None:
+            fields.update(self.extra.apply(tree, html, page.url))
+        return [Extracted(fields, _canonical(tree, page.url))] if fields else []
+
+
+def _published(tree: LexborHTMLParser) -> str | None:
+    for css in _META_DATES:
+        node = tree.css_first(css)
+        if node is not None and node.attributes.get("content"):
+            return node.attributes.get("content")
+    node = tree.css_first("article time[datetime], time[datetime]")
+    return node.attributes.get("datetime") if node is not None else None
+
+
+def _lang(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("html[lang]")
+    return node.attributes.get("lang") if node is not None else None
+
+
+def _path(doc: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if isinstance(doc, dict):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
+            doc = doc[int(part)]
+        else:
+            return None
+    return doc
+
+
+class JsonExtractor(Extractor):
+    """``kind: json``: the page is one object, or ``items`` points at a list of them."""
+
+    def __init__(self, config: JsonExtract) -> None:
+        self.config = config
+
+    def extract(self, page: Page) -> list[Extracted]:
+        try:
+            doc = json.loads(page_text(page))
+        except ValueError as e:
+            raise FormatError(f"not JSON: {e}", url=page.url) from None
+        objects = _path(doc, self.config.items) if self.config.items else doc
+        if isinstance(objects, dict):
+            objects = [objects]
+        if not isinstance(objects, list):
+            return []
+        out = []
+        for obj in objects:
+            if not isinstance(obj, dict):
+                continue
+            if self.config.fields:
+                fields = {name: coerce(f.type, _path(obj, f.path), page.url)
+                          for name, f in self.config.fields.items()}
+            else:
+                fields = {k: v for k, v in obj.items()
+                          if isinstance(v, str | int | float | bool) and v is not None}
+            fields = {k: v for k, v in fields.items() if v is not None}
+            if fields:
+                own = obj.get("url") if isinstance(obj.get("url"), str) else None
+                out.append(Extracted(fields, _same_host_url(own, page.url) or page.url))
+        return out
+
+
+def extractor_for(source: Source) -> Extractor:
+    config = source.extract
+    if isinstance(config, RulesExtract):
+        return RulesExtractor(config)
+    if isinstance(config, JsonExtract):
+        return JsonExtractor(config)
+    return ArticleExtractor(config)

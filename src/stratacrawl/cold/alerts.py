@@ -1,0 +1,61 @@
+"""Alerts in the cold tier: raised by cleaning (format anomalies) and validation (failed
+checks); one open alert per kind and source at a time, so a flapping check does not flood."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+
+@dataclass(frozen=True)
+class Alert:
+    id: int
+    raised_at: datetime
+    kind: str
+    source_id: str | None
+    severity: str
+    message: str
+    details: dict[str, Any]
+
+
+async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | None,
+                      message: str, details: dict[str, Any] | None = None,
+                      severity: str = "warning",
+                      quiet_for: timedelta = timedelta(hours=1)) -> int | None:
+    """Record an alert unless the same kind is already open for the source since less than
+    ``quiet_for``; returns the new alert's id, or ``None`` when it was folded."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('alert:' || %s || ':' || %s))",
+                           (kind, source_id or ""))
+        cur = await conn.execute(
+            "SELECT 1 FROM alerts WHERE kind = %s AND source_id IS NOT DISTINCT FROM %s "
+            "AND resolved_at IS NULL AND raised_at > now() - %s", (kind, source_id, quiet_for))
+        if await cur.fetchone():
+            return None
+        cur = await conn.execute(
+            "INSERT INTO alerts (kind, source_id, severity, message, details) "
+            "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (kind, source_id, severity, message, json.dumps(details or {}, default=str)))
+        row = await cur.fetchone()
+        return int(row[0]) if row else None
+
+
+async def resolve_alerts(pool: AsyncConnectionPool, *, kind: str, source_id: str | None) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE alerts SET resolved_at = now() WHERE kind = %s AND source_id "
+            "IS NOT DISTINCT FROM %s AND resolved_at IS NULL", (kind, source_id))
+        return cur.rowcount
+
+
+async def open_alerts(pool: AsyncConnectionPool, kind: str | None = None) -> list[Alert]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT id, raised_at, kind, source_id, severity, message, details FROM alerts "
+            "WHERE resolved_at IS NULL AND (%s::text IS NULL OR kind = %s) ORDER BY raised_at DESC",
+            (kind, kind))
+        return [Alert(*row) for row in await cur.fetchall()]
