@@ -1,4 +1,5 @@
-"""The demo: embedded tiers + the site simulator, a whole crawl, then what each tier holds."""
+"""The demo: embedded tiers + the site simulator; a whole crawl, cleaning into records,
+Great Expectations checks with Data Docs; then what each tier holds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 import yaml
 
+from stratacrawl.clean.cleaner import clean_staged
 from stratacrawl.crawl import crawl
 from stratacrawl.inventory import take_inventory
 from stratacrawl.session import open_session
@@ -14,6 +16,7 @@ from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
+from stratacrawl.validate.runner import Validator, days_back
 
 
 async def run_demo(settings: Settings, *, n_sources: int, seed: int,
@@ -49,6 +52,24 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                 items, total = staged.get(spec.id, (0, 0))
                 lines.append(f"  {spec.id:<12} {total:>4} pages staged, {items:>4} item pages; "
                              f"the site has {len(truth[spec.id])} items")
+            cleaned = await clean_staged(comps.pool, comps.redis, sources)
+            c = cleaned.stats
+            lines.append(f"cleaning: {c.pages} pages → {c.inserted} records in {c.seconds:.1f} s; "
+                         f"format errors {c.format_errors}")
+            for sid, st in sorted(c.sources.items()):
+                lines.append(f"  {sid:<12} {st.pages:>4} pages, {st.records:>4} extracted, "
+                             f"{st.format_errors} format errors")
+            validator = Validator(settings=settings, database_url=comps.runtime.database_url,
+                                  pool=comps.pool)
+            results = await validator.validate(sources.sources, days_back(1))
+            checks = [ch for r in results for ch in r.checks]
+            lines.append(f"validation: {sum(ch.success for ch in checks)}/{len(checks)} checks "
+                         f"passed; {sum(r.success for r in results)}/{len(results)} suites pass")
+            for r in results:
+                failed = [ch.describe() for ch in r.checks if not ch.success]
+                lines.append(f"  {r.source_id:<12} {'pass' if r.success else 'FAIL'}"
+                             + (f": {'; '.join(failed)}" if failed else ""))
+            lines.append(f"Data Docs: {settings.data_docs_path / 'index.html'}")
             inv = await take_inventory(comps.runtime)
     lines += inv.lines()
     lines.append(f"sources file: {sources_file}")

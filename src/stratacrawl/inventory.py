@@ -10,7 +10,7 @@ import psycopg
 from stratacrawl.cold.db import libpq_url
 from stratacrawl.runtime import Runtime
 
-COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results")
+COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts")
 
 
 @dataclass

@@ -40,6 +40,20 @@ class Settings(BaseSettings):
     hot_window: int = Field(default=2000, ge=10)
     lease_s: float = Field(default=300.0, gt=0)
     pg_pool_size: int = Field(default=8, ge=1)
+    # Validation: committed suites, the folder of the Great Expectations project (its
+    # results store, under ``gx/``) and
+    # where Data Docs are written. ``None`` = under the state folder.
+    expectations_dir: Path = Field(default=Path("expectations"))
+    gx_dir: Path | None = None
+    data_docs_dir: Path | None = None
+
+    @property
+    def gx_path(self) -> Path:
+        return (self.gx_dir or self.state_path / "validation").expanduser().resolve()
+
+    @property
+    def data_docs_path(self) -> Path:
+        return (self.data_docs_dir or self.state_path / "data_docs").expanduser().resolve()
 
     @property
     def state_path(self) -> Path:

@@ -23,6 +23,8 @@ def test_demo_on_embedded_defaults(tmp_path: Path) -> None:
     assert "pages fetched" in out and "hot  (Redis)" in out and "cold (PostgreSQL)" in out
     staged = [ln for ln in out.splitlines() if "pages staged" in ln]
     assert len(staged) == 3 and all(" 0 pages staged" not in ln for ln in staged)
+    assert "format errors 0" in out and "3/3 suites pass" in out, out
+    assert (tmp_path / "data_docs" / "index.html").exists()
     assert processes_under(tmp_path) == []
 
 

@@ -26,6 +26,7 @@ import redis.asyncio as aioredis
 import zstandard
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
 from stratacrawl.errors import FormatError, InvalidURL
@@ -234,3 +235,35 @@ class Cleaner:
                 (source_id, day, day))
             return cur.rowcount
 
+
+
+@dataclass
+class CleanReport:
+    stats: CleanStats
+    anomalies: list[str]                        # sources whose format errors jumped
+    states: dict[str, dict[str, int]]           # per source: item pages by clean state (24 h)
+
+
+async def clean_states(pool: AsyncConnectionPool, source_ids: list[str]) -> dict[str, dict[str, int]]:
+    """Item pages fetched in the last 24 hours per source and clean state (format errors
+    counted per source, as the issue of a redesign is read)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, clean_state, count(*) FROM staging WHERE kind = 'item' "
+            "AND source_id = ANY(%s) AND fetched_at >= now() - interval '24 hours' "
+            "GROUP BY 1, 2 ORDER BY 1, 2", (source_ids,))
+        out: dict[str, dict[str, int]] = {}
+        for sid, state, n in await cur.fetchall():
+            out.setdefault(sid, {})[state] = n
+        return out
+
+
+async def clean_staged(pool: AsyncConnectionPool, redis: aioredis.Redis | None,
+                       sources: SourcesFile, *, seconds: float | None = None,
+                       source_ids: list[str] | None = None, batch_size: int = 200) -> CleanReport:
+    """One cleaning run: clean what is staged, then look for format anomalies."""
+    cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
+    stats = await cleaner.run(seconds=seconds, source_ids=source_ids)
+    ids = source_ids or sources.ids
+    return CleanReport(stats, await check_format_anomalies(pool, ids),
+                       await clean_states(pool, ids))

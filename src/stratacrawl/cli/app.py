@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from stratacrawl.cli import bench, crawl, demo, doctor, services, sim, sources, stack
+from stratacrawl.cli import bench, crawl, demo, doctor, records, services, sim, sources, stack
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
@@ -18,3 +18,8 @@ app.command("down")(stack.down)
 app.command("bench")(bench.bench)
 app.command("crawl")(crawl.crawl_cmd)
 app.command("submit")(crawl.submit_cmd)
+app.command("clean")(records.clean_cmd)
+app.command("validate")(records.validate_cmd)
+app.command("export")(records.export_cmd)
+app.command("alerts")(records.alerts_cmd)
+app.add_typer(records.expectations_app, name="expectations")

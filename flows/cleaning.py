@@ -1,0 +1,42 @@
+"""cleaning: staged pages → records (per-source rules or article extraction), format
+errors counted per source, anomalies raised when they jump."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.clean.cleaner import Cleaner, clean_staged
+from stratacrawl.sources import load_sources
+
+
+@flow(name="cleaning", log_prints=True)
+async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
+                   reclean_source: str | None = None,
+                   reclean_day: date | None = None) -> dict[str, dict[str, int]]:
+    """Clean for ``minutes`` at most; with ``reclean_source`` and ``reclean_day``, re-clean
+    that source-day first (after a rule fix: records are replaced, never duplicated)."""
+    async with runtime(sources=sources_file) as (rt, comps):
+        sources = load_sources(rt.settings.sources)
+        reset = 0
+        if reclean_source and reclean_day:
+            reset = await Cleaner(pool=comps.pool, redis=comps.redis,
+                                  sources=sources).reclean(reclean_source, reclean_day)
+        report = await clean_staged(comps.pool, comps.redis, sources, seconds=minutes * 60)
+    s = report.stats
+    per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
+                  for sid, v in s.sources.items()}
+    lines = [f"- pages {s.pages}, new records {s.inserted}, updated {s.updated}, replaced "
+             f"{s.replaced}, from the parse cache {s.cache_hits}"
+             + (f"; re-cleaning {reset} page(s) of {reclean_source} on {reclean_day}" if reset else ""),
+             "", "| source | pages | records | format errors | 24 h by state | anomaly |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for sid in sorted(set(per_source) | set(report.states)):
+        v = per_source.get(sid, {"pages": 0, "records": 0, "format_errors": 0})
+        states = ", ".join(f"{k} {n}" for k, n in report.states.get(sid, {}).items())
+        lines.append(f"| {sid} | {v['pages']} | {v['records']} | {v['format_errors']} | {states} | "
+                     f"{'**yes**' if sid in report.anomalies else ''} |")
+    await publish("stratacrawl-cleaning", f"Cleaning: {s.pages} pages", lines)
+    return per_source

@@ -1,0 +1,196 @@
+"""``stratacrawl clean``, ``validate``, ``export``, ``expectations init``, ``alerts``: the
+data half of the pipeline, from staged pages to checked records and out."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import typer
+import uvloop
+from rich.table import Table
+
+from stratacrawl.clean.cleaner import Cleaner, CleanReport, clean_staged
+from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cold.alerts import open_alerts
+from stratacrawl.errors import StratacrawlError
+from stratacrawl.export import export_records
+from stratacrawl.session import open_session
+from stratacrawl.sources import SourcesFile, load_sources
+from stratacrawl.validate.runner import SuiteResult, Validator, days_back
+from stratacrawl.validate.suites import write_suites
+
+SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
+                       help="The sources file.")
+expectations_app = typer.Typer(no_args_is_help=True, help="Great Expectations suites.")
+
+
+def _sources(path: Path, only: str | None = None) -> SourcesFile:
+    try:
+        parsed = load_sources(path)
+        if only is not None:
+            parsed.get(only)
+        return parsed
+    except KeyError as e:
+        fail(str(e).strip('"'))
+        raise
+    except StratacrawlError as e:
+        fail(e)
+        raise
+
+
+def clean_table(report: CleanReport) -> Table:
+    s = report.stats
+    table = Table(title=f"clean: {s.pages} pages in {s.seconds:.1f} s, {s.inserted} new records, "
+                        f"{s.updated} updated, {s.replaced} replaced, {s.cache_hits} from cache")
+    for col in ("source", "pages", "records", "format errors", "reasons", "24 h by state"):
+        table.add_column(col)
+    for sid in sorted(set(s.sources) | set(report.states)):
+        st = s.sources.get(sid)
+        reasons = ", ".join(f"{k} {v}" for k, v in st.reasons.most_common(2)) if st else ""
+        states = ", ".join(f"{k} {v}" for k, v in report.states.get(sid, {}).items())
+        table.add_row(sid + (" [red](anomaly)[/]" if sid in report.anomalies else ""),
+                      str(st.pages if st else 0), str(st.records if st else 0),
+                      str(st.format_errors if st else 0), reasons, states)
+    return table
+
+
+def clean_cmd(
+    sources: Path = SOURCES,
+    source: str | None = typer.Option(None, "--source", help="Only this source."),
+    day: str | None = typer.Option(None, "--day", help="With --reclean: the day (YYYY-MM-DD)."),
+    reclean: bool = typer.Option(False, "--reclean",
+                                 help="Re-clean the source-day (after a rule fix)."),
+    seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
+) -> None:
+    """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
+    parsed = _sources(sources, source)
+    if reclean and (source is None or day is None):
+        fail("--reclean needs --source and --day")
+    when = _day(day) if day else None
+
+    async def main() -> tuple[int, CleanReport]:
+        async with open_session(settings()) as comps:
+            reset = 0
+            if reclean and source and when:
+                reset = await Cleaner(pool=comps.pool, redis=comps.redis,
+                                      sources=parsed).reclean(source, when)
+            report = await clean_staged(comps.pool, comps.redis, parsed, seconds=seconds,
+                                        source_ids=[source] if source else None)
+            return reset, report
+
+    try:
+        reset, report = uvloop.run(main())
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    if reclean:
+        console.print(f"re-cleaning {reset} page(s) of {source} on {when}")
+    console.print(clean_table(report))
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        fail(f"not a day (YYYY-MM-DD): {text!r}")
+        raise
+
+
+def results_table(results: list[SuiteResult]) -> Table:
+    table = Table(title="validation")
+    for col in ("source", "day", "result", "checks", "failed", "Data Docs"):
+        table.add_column(col)
+    for r in results:
+        failed = "; ".join(c.describe() for c in r.checks if not c.success)
+        table.add_row(r.source_id, str(r.day), "[green]pass[/]" if r.success else "[red]FAIL[/]",
+                      f"{sum(c.success for c in r.checks)}/{len(r.checks)}", failed,
+                      r.data_docs or "")
+    return table
+
+
+def validate_cmd(
+    sources: Path = SOURCES,
+    source: str | None = typer.Option(None, "--source", help="Only this source."),
+    day: str | None = typer.Option(None, "--day", help="Day to check (default: today, UTC)."),
+    days: int = typer.Option(1, "--days", help="Check this many days back, ending --day."),
+) -> None:
+    """Run the Great Expectations suites per source and day; exit 1 if a check fails."""
+    parsed = _sources(sources, source)
+    chosen = [parsed.get(source)] if source else parsed.sources
+    day_list = days_back(days, _day(day) if day else None)
+
+    async def main() -> list[SuiteResult]:
+        s = settings()
+        async with open_session(s) as comps:
+            v = Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
+            return await v.validate(chosen, day_list)
+
+    try:
+        results = uvloop.run(main())
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    console.print(results_table(results))
+    if not all(r.success for r in results):
+        raise typer.Exit(1)
+
+
+def export_cmd(
+    source: str = typer.Option(..., "--source", help="Source id."),
+    since: str = typer.Option(..., "--since", help="First day (YYYY-MM-DD)."),
+    until: str | None = typer.Option(None, "--until", help="Last day (default: all)."),
+    fmt: str = typer.Option("jsonl", "--format", help="csv, parquet or jsonl."),
+    out: Path | None = typer.Option(None, "--out", help="File (default: standard output)."),
+    sources: Path = SOURCES,
+) -> None:
+    """Records of a source since a day, for downstream use."""
+    types = _sources(sources, source).get(source).field_types if sources.exists() else {}
+
+    async def main() -> int:
+        async with open_session(settings()) as comps:
+            return await export_records(comps.pool, source_id=source, since=_day(since),
+                                        until=_day(until) if until else None,
+                                        fmt=fmt, out=out, field_types=types)  # type: ignore[arg-type]
+
+    try:
+        n = uvloop.run(main())
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    if out is not None:
+        console.print(f"exported {n} record(s) of {source} to {out}")
+
+
+@expectations_app.command("init")
+def expectations_init(
+    sources: Path = SOURCES,
+    overwrite: bool = typer.Option(False, help="Rewrite existing suites too."),
+) -> None:
+    """Write the default suite of every source that has none under expectations/."""
+    parsed = _sources(sources)
+    folder = settings().expectations_dir
+    written = write_suites(folder, parsed, overwrite=overwrite)
+    for path in written:
+        console.print(f"wrote {path}")
+    console.print(f"{len(written)} suite(s) written, {len(parsed.sources) - len(written)} kept")
+
+
+def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind.")) -> None:
+    """Open alerts (format anomalies, failed checks), newest first."""
+
+    async def main() -> None:
+        async with open_session(settings()) as comps:
+            alerts = await open_alerts(comps.pool, kind)
+        table = Table(title=f"{len(alerts)} open alert(s)")
+        for col in ("raised", "kind", "source", "severity", "message"):
+            table.add_column(col)
+        for a in alerts:
+            table.add_row(f"{a.raised_at:%Y-%m-%d %H:%M}", a.kind, a.source_id or "", a.severity,
+                          a.message)
+        console.print(table)
+
+    try:
+        uvloop.run(main())
+    except StratacrawlError as e:
+        fail(e)

@@ -1,0 +1,1 @@
+"""Validation: Great Expectations suites per source, run per source and day in PostgreSQL."""

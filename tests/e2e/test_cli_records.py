@@ -1,0 +1,101 @@
+"""clean → validate → export → alerts as a user runs them, and the Data Docs in a browser."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from stratacrawl.services import Endpoints
+from stratacrawl.sim import SimulatorThread, build_specs
+from stratacrawl.sim.crawl_config import sources_document
+from tests.helpers import cli
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def dump_dom(page: Path, profile: Path) -> str:
+    """The page's DOM after Chromium (headless) has loaded it and run its scripts."""
+    assert CHROMIUM
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture
+def env(tmp_path: Path, tier_endpoints: Endpoints, database_url: str, redis_url: str,
+        es_prefix: str) -> dict[str, str]:
+    return {**os.environ, "STRATACRAWL_REDIS_URL": redis_url,
+            "STRATACRAWL_DATABASE_URL": database_url,
+            "STRATACRAWL_ELASTICSEARCH_URL": tier_endpoints.elasticsearch_url,
+            "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_ES_INDEX_PREFIX": es_prefix,
+            "STRATACRAWL_STATE_DIR": str(tmp_path / "state"),
+            "STRATACRAWL_DATA_DOCS_DIR": str(tmp_path / "docs")}
+
+
+def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]) -> None:
+    specs = build_specs(2, 5, first_host=120)
+    for s in specs:
+        s.backlog = 30
+        s.publish_every_s = 3600.0
+    with SimulatorThread(specs) as st:
+        sources = tmp_path / "sources.yaml"
+        sources.write_text(yaml.safe_dump(sources_document(specs, rate=100.0)))
+        assert cli("crawl", "--sources", str(sources), env=env, timeout=300).returncode == 0
+        truth = st.sim.truth()
+    cleaned = cli("clean", "--sources", str(sources), env=env)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "news-1" in cleaned.stdout and "products-2" in cleaned.stdout
+
+    checked = cli("validate", "--sources", str(sources), env=env, timeout=180)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("pass") >= 2
+
+    out = tmp_path / "products.jsonl"
+    done = cli("export", "--source", "products-2", "--since", "2000-01-01", "--format", "jsonl",
+               "--out", str(out), "--sources", str(sources), env=env)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    want = {it["url"]: it for it in truth["products-2"]}
+    assert {r["url"] for r in rows} == set(want)
+    assert all(r["fields"]["price"] == want[r["url"]]["price"] and r["source"] == "products-2"
+               and r["crawled_at"] for r in rows)
+    as_csv = cli("export", "--source", "products-2", "--since", "2000-01-01", "--format", "csv",
+                 "--sources", str(sources), env=env)
+    table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert len(table) == len(rows) and {"url", "name", "price", "stock"} <= set(table[0])
+    parquet = tmp_path / "news.parquet"
+    assert cli("export", "--source", "news-1", "--since", "2000-01-01", "--format", "parquet",
+               "--out", str(parquet), "--sources", str(sources), env=env).returncode == 0
+    frame = pq.read_table(parquet)
+    assert frame.num_rows == len(truth["news-1"]) and "published" in frame.column_names
+    refused = cli("export", "--source", "news-1", "--since", "2000-01-01", "--format", "parquet",
+                  "--sources", str(sources), env=env)
+    assert refused.returncode != 0 and "--out" in refused.stderr
+
+    alerts = cli("alerts", env=env)
+    assert alerts.returncode == 0 and "0 open alert(s)" in alerts.stdout
+
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium): the browser half")
+    docs = tmp_path / "docs"
+    index = dump_dom(docs / "index.html", tmp_path / "chromium")
+    assert "records.news-1" in index and "records.products-2" in index
+    (page,) = (docs / "validations" / "records" / "products-2").rglob("*.html")
+    shown = dump_dom(page, tmp_path / "chromium")
+    assert "records.products-2" in shown and "Succeeded" in shown
+    for column in ("record_fingerprint", "name", "price"):
+        assert column in shown

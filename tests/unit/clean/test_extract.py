@@ -1,0 +1,108 @@
+"""Extractors and coercion: pure functions over page bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stratacrawl.clean.coerce import coerce
+from stratacrawl.clean.extract import Page, extractor_for
+from stratacrawl.errors import FormatError, SourcesError
+from stratacrawl.sim import build_specs
+from stratacrawl.sim.content import get_item
+from stratacrawl.sim.render import item_html, price_json
+from stratacrawl.sources import Source, parse_sources
+
+pytestmark = pytest.mark.unit
+
+
+def source(**extract: object) -> Source:
+    return parse_sources({"sources": [{"id": "s", "seeds": ["http://h/"], "extract": extract}]}
+                         ).sources[0]
+
+
+@pytest.mark.parametrize(("kind", "raw", "want"), [
+    ("price", "USD 1,234.50", 1234.5), ("price", "1.234,50 €", 1234.5), ("price", "call us", None),
+    ("price", "Free", 0.0),
+    ("int", "12 in stock", 12), ("int", "1.5", None), ("float", " 3.25 ", 3.25),
+    ("datetime", "2026-11-29T11:01:06Z", "2026-11-29T11:01:06Z"),
+    ("datetime", "2026-11-29T12:01:06+01:00", "2026-11-29T11:01:06Z"),
+    ("date", "29 Nov 2026", "2026-11-29"), ("datetime", "not a date", None),
+    ("text", "  a \n\t b ", "a b"), ("text", "   ", None), ("url", "../x", "http://h/x"),
+])
+def test_coercion(kind: str, raw: str, want: object) -> None:
+    assert coerce(kind, raw, "http://h/a/b") == want
+
+
+def test_rules_css_and_xpath_with_types_and_canonical() -> None:
+    src = source(kind="rules", fields={
+        "name": {"css": "h1.n"}, "price": {"xpath": "//span[@class='p']", "type": "price"},
+        "stock": {"css": "div.s", "attr": "data-n", "type": "int"}})
+    html = (b"<html><head><link rel=canonical href='/item/1'></head><body><h1 class=n> Lamp\n"
+            b"  Pro </h1><span class='p'>EUR <b>12.50</b></span><div class=s data-n='7'></div>")
+    (rec,) = extractor_for(src).extract(Page("http://h/item/1?ref=3", "text/html", html))
+    assert rec.fields == {"name": "Lamp Pro", "price": 12.5, "stock": 7}
+    assert rec.canonical_url == "http://h/item/1"
+
+
+def test_canonical_to_another_host_is_ignored() -> None:
+    src = source(kind="rules", fields={"name": {"css": "h1"}})
+    html = b"<link rel=canonical href='http://evil.example/x'><h1>A</h1>"
+    (rec,) = extractor_for(src).extract(Page("http://h/p", "text/html", html))
+    assert rec.canonical_url == "http://h/p"
+
+
+def test_nothing_matched_yields_no_record() -> None:
+    src = source(kind="rules", fields={"name": {"css": "h1.n"}})
+    assert extractor_for(src).extract(Page("http://h/p", "text/html", b"<h2>x</h2>")) == []
+
+
+def test_charset_from_content_type() -> None:
+    src = source(kind="rules", fields={"name": {"css": "h1"}})
+    body = "<h1>Café</h1>".encode("latin-1")
+    (rec,) = extractor_for(src).extract(Page("http://h/p", "text/html; charset=ISO-8859-1", body))
+    assert rec.fields["name"] == "Café"
+
+
+def test_article_matches_the_simulator_truth() -> None:
+    spec = next(s for s in build_specs(3, 4) if s.kind == "news")
+    truth = get_item(spec, 5).fields
+    (rec,) = extractor_for(source(kind="article")).extract(
+        Page(spec.base_url + "/article/5", "text/html", item_html(spec, 5, False)))
+    assert rec.fields["title"] == truth["title"] and rec.fields["author"] == truth["author"]
+    assert rec.fields["text"].split() == truth["text"].split()
+    assert "reader" not in rec.fields["text"]  # comments are not the article
+    assert rec.fields["published"][:19] == truth["published"][:19]
+    assert rec.fields["language"] == "en"
+
+
+def test_json_fields_by_path_and_redesign_misses_them() -> None:
+    spec = next(s for s in build_specs(3, 4) if s.kind == "prices")
+    src = source(kind="json", fields={"symbol": {"path": "symbol"},
+                                      "price": {"path": "price", "type": "price"}})
+    page = Page(spec.base_url + "/api/prices/2", "application/json", price_json(spec, 2))
+    (rec,) = extractor_for(src).extract(page)
+    assert rec.fields == {k: get_item(spec, 2).fields[k] for k in ("symbol", "price")}
+    spec.behaviour.redesign = True
+    assert extractor_for(src).extract(Page(page.url, page.content_type, price_json(spec, 2))) == []
+
+
+def test_json_items_list_and_all_scalars() -> None:
+    src = source(kind="json", items="data.rows")
+    body = json.dumps({"data": {"rows": [{"a": 1, "url": "/r/1", "nested": {"x": 1}}, {"a": 2},
+                                         "junk"]}}).encode()
+    recs = extractor_for(src).extract(Page("http://h/api", "application/json", body))
+    assert [r.fields for r in recs] == [{"a": 1, "url": "/r/1"}, {"a": 2}]
+    assert recs[0].canonical_url == "http://h/r/1" and recs[1].canonical_url == "http://h/api"
+
+
+def test_not_json_is_a_format_error() -> None:
+    with pytest.raises(FormatError, match="not JSON"):
+        extractor_for(source(kind="json")).extract(Page("http://h/", "application/json", b"<html>"))
+
+
+def test_required_fields_must_be_extracted() -> None:
+    with pytest.raises(SourcesError, match=r"required field\(s\) \['price'\] are not extracted"):
+        parse_sources({"sources": [{"id": "s", "seeds": ["http://h/"], "required": ["price"],
+                                    "extract": {"kind": "rules", "fields": {"n": {"css": "h1"}}}}]})
