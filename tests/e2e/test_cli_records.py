@@ -90,6 +90,8 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
     assert alerts.returncode == 0 and "0 open alert(s)" in alerts.stdout
 
     if CHROMIUM is None:
+        if os.environ.get("STRATACRAWL_TEST_REQUIRE_CHROMIUM"):
+            pytest.fail("Chromium is required here (CI installs Debian's chromium)")
         pytest.skip("Chromium is not installed (apt-get install chromium): the browser half")
     docs = tmp_path / "docs"
     index = dump_dom(docs / "index.html", tmp_path / "chromium")

@@ -1,0 +1,102 @@
+"""clean: pages cleaned per core-second, rules and article extraction, end to end.
+
+Simulator pages (products for ``kind: rules``, news for ``kind: article``) are staged in
+a fresh database; one cleaner in this process (one core) claims, decompresses, extracts,
+fingerprints and upserts them. ``clean_rules_pages_per_core_s`` has as baseline the bare
+parse + selectors on the same pages; ``clean_article_pages_per_core_s`` has trafilatura
+alone on the same pages (our overhead = 1 - ratio).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import trafilatura
+import uvloop
+from selectolax.lexbor import LexborHTMLParser
+
+from bench.figure import Figure
+from bench.tiers import bench_components, bench_runtime
+from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.sim import build_specs
+from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.sim.render import item_html
+from stratacrawl.sim.spec import SourceSpec
+from stratacrawl.sources import SourcesFile, parse_sources
+from stratacrawl.staging.rows import COLUMNS, TYPES, ensure_partitions, make_row
+
+
+def _pages(spec: SourceSpec, n: int) -> list[tuple[str, bytes]]:
+    return [(f"{spec.base_url}/{'product' if spec.kind == 'products' else 'article'}/{k}",
+             item_html(spec, k, False)) for k in range(n)]
+
+
+async def _stage(c: Any, source_id: str, pages: list[tuple[str, bytes]]) -> None:
+    now = datetime.now(UTC)
+    async with c.pool.connection() as conn, conn.transaction():
+        await ensure_partitions(conn, {now.date().isoformat()})
+        async with conn.cursor() as cur, cur.copy(
+                f"COPY staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(TYPES))
+            for i, (url, body) in enumerate(pages):
+                await copy.write_row(make_row(
+                    fetched_at=now, fetch_key=f"bench:{source_id}:{i}", source_id=source_id,
+                    task_id=i, attempt=1, url=url, final_url=url, status=200, headers={},
+                    content_type="text/html; charset=utf-8", body=body, elapsed_ms=1.0,
+                    trace_id="bench", worker="bench", kind="item", success=True))
+
+
+async def _clean(sources: SourcesFile, source_id: str, pages: list[tuple[str, bytes]]
+                 ) -> tuple[float, int]:
+    with bench_runtime("clean") as rt:
+        async with bench_components(rt) as c:
+            await _stage(c, source_id, pages)
+            cleaner = Cleaner(pool=c.pool, redis=c.redis, sources=sources)
+            t0 = time.monotonic()
+            stats = await cleaner.run(source_ids=[source_id])
+            return time.monotonic() - t0, stats.inserted
+
+
+def _baseline_rules(pages: list[tuple[str, bytes]]) -> float:
+    t0 = time.monotonic()
+    for _, body in pages:
+        tree = LexborHTMLParser(body.decode())
+        for css in ("h1.name", "span.price", "div.stock"):
+            tree.css_first(css)
+    return time.monotonic() - t0
+
+
+def _baseline_article(pages: list[tuple[str, bytes]]) -> float:
+    t0 = time.monotonic()
+    for url, body in pages:
+        trafilatura.bare_extraction(body.decode(), url=url, with_metadata=True,
+                                    include_comments=False, include_tables=False,
+                                    include_images=False, include_links=False)
+    return time.monotonic() - t0
+
+
+def run(quick: bool = False) -> Iterator[Figure]:
+    specs = build_specs(3, 21)
+    sources = parse_sources(sources_document(specs))
+    products = next(s for s in specs if s.kind == "products")
+    news = next(s for s in specs if s.kind == "news")
+    n_rules, n_article = (500, 100) if quick else (5000, 1000)
+
+    pages = _pages(products, n_rules)
+    seconds, records = uvloop.run(_clean(sources, products.id, pages))
+    base = _baseline_rules(pages)
+    yield Figure("clean", "clean_rules_pages_per_core_s", n_rules / seconds, "1/s",
+                 n_rules / base, "lexbor parse + the 3 selectors alone, same pages",
+                 extra={"pages": n_rules, "records": records,
+                        "mean_page_kb": round(sum(len(b) for _, b in pages) / n_rules / 1024, 1)})
+
+    pages = _pages(news, n_article)
+    first = _baseline_article(pages)
+    seconds, records = uvloop.run(_clean(sources, news.id, pages))
+    base = min(first, _baseline_article(pages))  # the faster of a run before and one after
+    yield Figure("clean", "clean_article_pages_per_core_s", n_article / seconds, "1/s",
+                 n_article / base, "trafilatura.bare_extraction alone, same pages",
+                 extra={"pages": n_article, "records": records})
