@@ -54,5 +54,18 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
         hot_urls = HotURLState(redis=redis)
         dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, es=es, layout=rt.layout,
                       window=timedelta(days=s.dedup_window_days))
+        await _bloom_ready_if_nothing_known(bloom, pool)
         yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
                          Discovery(frontier=frontier, dedup=dedup), Scheduler(redis=redis))
+
+
+async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:
+    """A missing filter is complete when cold knows no URL yet (first start); otherwise the
+    recovery flow rebuilds it and marks it ready, and dedup goes the exact way until then."""
+    if await bloom.is_ready() or await bloom.exists():
+        return
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM url_state)")
+        row = await cur.fetchone()
+    if row and not row[0]:
+        await bloom.mark_ready()

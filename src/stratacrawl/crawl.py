@@ -26,9 +26,11 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import DB_DOWN, StagingWriter, WriterStats
+from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 
 log = logging.getLogger(__name__)
+DEMOTE_EVERY_S = 5.0
 
 
 @dataclass
@@ -38,10 +40,20 @@ class CrawlReport:
     sources: dict[str, SourceStats] = field(default_factory=dict)
     writer: WriterStats | None = None
     spool: DrainReport | None = None
+    demoted: int = 0          # URL states indexed in warm during the run
 
     @property
     def fetched(self) -> int:
         return sum(s.fetched for s in self.sources.values())
+
+
+async def demote_safe(comps: Components, max_rounds: int | None = None) -> DemoteStats:
+    """Demotion that never stops a crawl: PostgreSQL or Elasticsearch away → try later."""
+    try:
+        return await demote(comps.pool, comps.es, comps.runtime.layout, max_rounds=max_rounds)
+    except DB_DOWN as e:
+        log.warning("crawl: demotion paused (%s)", e)
+        return DemoteStats(error=str(e))
 
 
 def spool_for(comps: Components) -> Spool:
@@ -127,7 +139,11 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
 
         async def discover_loop() -> None:
             spool = spool_for(comps)
+            next_demotion = time.monotonic() + DEMOTE_EVERY_S
             while not stop.is_set():
+                if time.monotonic() >= next_demotion:  # committed fetches → warm
+                    next_demotion = time.monotonic() + DEMOTE_EVERY_S
+                    report.demoted += (await demote_safe(comps, max_rounds=1)).rows
                 try:
                     if not writer.degraded and spool.pending():
                         drained = await drain_spool(comps)
@@ -163,6 +179,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             stop.set()
             await discoverer
     report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+    report.demoted += (await demote_safe(comps)).rows
     report.seconds = time.monotonic() - t0
     if progress:
         progress(report)

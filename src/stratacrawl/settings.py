@@ -40,9 +40,15 @@ class Settings(BaseSettings):
     hot_window: int = Field(default=2000, ge=10)
     lease_s: float = Field(default=300.0, gt=0)
     pg_pool_size: int = Field(default=8, ge=1)
+    # Tiers: the hot budget that triggers eviction, warm retention before sinking to cold,
+    # staging retention, and when compensation re-schedules unfinished tasks.
+    hot_budget_mb: float = Field(default=512.0, gt=0)
+    warm_retention_days: int = Field(default=30, ge=1)
+    staging_retention_days: int = Field(default=7, ge=1)
+    compensate_after_h: float = Field(default=6.0, gt=0)
     # Validation: committed suites, the folder of the Great Expectations project (its
-    # results store, under ``gx/``) and
-    # where Data Docs are written. ``None`` = under the state folder.
+    # results store, under ``gx/``) and where Data Docs are written (``None`` = under the
+    # state folder).
     expectations_dir: Path = Field(default=Path("expectations"))
     gx_dir: Path | None = None
     data_docs_dir: Path | None = None

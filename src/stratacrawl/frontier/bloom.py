@@ -137,7 +137,22 @@ class BloomFilter:
         return await self._run(fingerprints, add=False)
 
     async def clear(self) -> None:
-        await self.redis.delete(*[self.key(s) for s in range(self.spec.shards)])
+        await self.redis.delete(*[self.key(s) for s in range(self.spec.shards)], self.ready_key)
+
+    # -- readiness: a filter that lost its bits (Redis flushed) must not say "new" --------
+    @property
+    def ready_key(self) -> str:
+        return f"sc:bloom:{{{self.name}:0}}:ready"
+
+    async def is_ready(self) -> bool:
+        """True when the filter holds every known URL (rebuilt, or nothing was known)."""
+        return bool(await self.redis.exists(self.ready_key))
+
+    async def mark_ready(self) -> None:
+        await self.redis.set(self.ready_key, "1")
+
+    async def exists(self) -> bool:
+        return bool(await self.redis.exists(*[self.key(s) for s in range(self.spec.shards)]))
 
     async def used_bytes(self) -> int:
         total = 0

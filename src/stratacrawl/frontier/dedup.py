@@ -2,7 +2,9 @@
 
 The chain for a batch of fingerprints:
 1. a 300 ms in-process cache absorbs bursts of identical checks;
-2. the Bloom filter: a negative is certainly new (and is added, atomically);
+2. the Bloom filter: a negative is certainly new (and is added, atomically) — unless the
+   filter is not ready (Redis lost it and recovery has not rebuilt it yet): then every
+   fingerprint takes the exact path, slower and still right;
 3. on a positive, the exact check: hot URL state, then warm (``mget`` by URL hash over
    the weekly ``url_dedup`` indices of the window), then cold (``url_state``);
 4. a re-referenced URL is promoted to hot URL state (hits, last access).
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 
 PROMOTE_EVERY_S = 0.05
+READY_CHECK_S = 1.0
 
 
 class Verdict(StrEnum):
@@ -56,6 +59,7 @@ class Dedup:
         self._touched: list[str] = []
         self._promote: dict[str, dict[str, str | int | float | None]] = {}
         self._flusher: asyncio.Future[None] | None = None
+        self._ready = (False, 0.0)  # (Bloom filter ready, when to ask again)
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
                                       "bloom_false_positive": 0, "warm_errors": 0}
 
@@ -76,8 +80,10 @@ class Dedup:
             else:
                 todo.append(fp)
         if todo:
-            maybe = [fp for fp, seen in zip(todo, await self.bloom.check_and_add(todo),
-                                            strict=True) if seen]
+            seen_before = await self.bloom.check_and_add(todo)
+            if not await self._bloom_ready(now):
+                seen_before = [True] * len(todo)
+            maybe = [fp for fp, seen in zip(todo, seen_before, strict=True) if seen]
             for fp in set(todo) - set(maybe):
                 out[fp] = Verdict.NEW
             self.stats["bloom_new"] += len(todo) - len(maybe)
@@ -85,6 +91,13 @@ class Dedup:
                 out.update(await self._exact(maybe, now))
             self._remember(todo, out, now)
         return [out[fp] for fp in fps]
+
+    async def _bloom_ready(self, now: float) -> bool:
+        ready, ask_at = self._ready
+        if now >= ask_at:
+            ready = await self.bloom.is_ready()
+            self._ready = (ready, now + READY_CHECK_S)  # a flush can take the marker away
+        return ready
 
     def _remember(self, fps: list[str], verdicts: dict[str, Verdict], now: float) -> None:
         if self.cache_ttl_s <= 0:

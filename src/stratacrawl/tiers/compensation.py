@@ -1,0 +1,63 @@
+"""Compensation (seed 002 §5.2, level 3): the nightly sweep for work that slipped.
+
+- expired leases go back to the queue (a worker died mid-batch);
+- tasks overdue by more than the threshold are re-scheduled now, one priority up (their
+  source starved, or the hot window lost them);
+- batches parked in the delay queue beyond any legitimate delay are released;
+- a report per source: what was done and what is still unfinished, by age.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from stratacrawl.components import Components
+from stratacrawl.frontier.frontier import LEVEL2_DELAY
+
+
+@dataclass
+class SourceCompensation:
+    reclaimed: int = 0
+    rescheduled: int = 0
+    released: int = 0
+    unfinished: dict[str, int] = field(default_factory=dict)   # age bucket → tasks
+    failed_24h: int = 0
+
+
+async def compensate(comps: Components, *, overdue_after: timedelta) -> dict[str, SourceCompensation]:
+    report: dict[str, SourceCompensation] = {}
+
+    def of(source_id: str) -> SourceCompensation:
+        return report.setdefault(source_id, SourceCompensation())
+
+    for source_id, _ in await comps.ledger.reclaim_expired():
+        of(source_id).reclaimed += 1
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE tasks SET due_at = now(), priority = LEAST(priority + 1, 9), updated_at = now() "
+            "WHERE state IN ('PENDING', 'RETRY_WAIT') AND due_at < now() - %s "
+            "RETURNING source_id", (overdue_after,))
+        for (sid,) in await cur.fetchall():
+            of(sid).rescheduled += 1
+        cur = await conn.execute(
+            "UPDATE tasks SET due_at = now(), updated_at = now() WHERE state = 'RETRY_WAIT' "
+            "AND due_at > now() + %s RETURNING source_id", (LEVEL2_DELAY * 2,))
+        for (sid,) in await cur.fetchall():
+            of(sid).released += 1
+        cur = await conn.execute(
+            "SELECT source_id, CASE WHEN now() - updated_at < interval '1 hour' THEN '< 1 h' "
+            "WHEN now() - updated_at < interval '1 day' THEN '1 h - 1 d' ELSE '> 1 d' END, "
+            "count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT', 'LEASED', 'FETCHING') "
+            "GROUP BY 1, 2")
+        for sid, bucket, n in await cur.fetchall():
+            of(sid).unfinished[bucket] = int(n)
+        cur = await conn.execute(
+            "SELECT source_id, count(*) FROM tasks WHERE state = 'FAILED' "
+            "AND finished_at > now() - interval '24 hours' GROUP BY 1")
+        for sid, n in await cur.fetchall():
+            of(sid).failed_24h = int(n)
+    for sid, r in report.items():
+        if r.reclaimed or r.rescheduled or r.released:
+            await comps.frontier.refill(sid, force=True)
+    return report

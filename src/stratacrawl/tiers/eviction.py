@@ -1,0 +1,83 @@
+"""Hot eviction: when Redis passes its memory budget, the hot URL states with the lowest
+``hits / (now - last_access) ** 0.5`` go first (LFU with recency, approximated over a
+random sample as Redis itself does). Their hits and last access are written back to cold
+first, so nothing is lost: a re-referenced URL is promoted back by dedup.
+
+Everything else in hot either expires by TTL (sessions, parse cache, robots) or is
+bounded by construction (ready windows, the Bloom filter)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.hot.url_state import key as hot_key
+
+PREFIX = "sc:u:"
+
+
+@dataclass
+class EvictStats:
+    used_before_mb: float = 0.0
+    used_after_mb: float = 0.0
+    evicted: int = 0
+    rounds: int = 0
+
+
+def score(hits: int, last_access: float, now: float) -> float:
+    return hits / math.sqrt(max(now - last_access, 1.0))
+
+
+async def used_mb(redis: aioredis.Redis) -> float:
+    info = await redis.info("memory")
+    return float(info["used_memory"]) / 1e6
+
+
+async def _sample(redis: aioredis.Redis, n: int) -> list[str]:
+    """About ``n`` hot URL keys from a random point of the keyspace."""
+    keys: list[str] = []
+    cursor = 0
+    while len(keys) < n:
+        cursor, batch = await redis.scan(cursor=cursor, match=PREFIX + "*", count=max(n, 1000))
+        keys += [k.decode() if isinstance(k, bytes) else k for k in batch]
+        if cursor == 0:
+            break
+    return keys[:n]
+
+
+async def evict_hot(redis: aioredis.Redis, pool: AsyncConnectionPool, *, budget_mb: float,
+                    sample: int = 5000, share: float = 0.25, max_rounds: int = 50,
+                    now: float | None = None) -> EvictStats:
+    """Evict until used memory is under ``budget_mb`` (or nothing evictable is left)."""
+    stats = EvictStats(used_before_mb=await used_mb(redis))
+    used = stats.used_before_mb
+    while used > budget_mb and stats.rounds < max_rounds:
+        stats.rounds += 1
+        keys = await _sample(redis, sample)
+        if not keys:
+            break
+        async with redis.pipeline(transaction=False) as pipe:
+            for k in keys:
+                pipe.hmget(k, "h", "la")
+            rows = await pipe.execute()
+        t = now or time.time()
+        scored = sorted(
+            (score(int(h or 0), float(la or 0), t), k[len(PREFIX):], int(h or 0), float(la or 0))
+            for k, (h, la) in zip(keys, rows, strict=True))
+        victims = scored[:max(1, int(len(scored) * share))]
+        async with pool.connection() as conn:  # durable copy first, then drop from hot
+            await conn.execute(
+                "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
+                "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
+                "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
+                "WHERE u.url_hash = v.fp",
+                ([v[1] for v in victims], [v[2] for v in victims], [v[3] for v in victims]))
+        await redis.delete(*[hot_key(v[1]) for v in victims])
+        stats.evicted += len(victims)
+        used = await used_mb(redis)
+    stats.used_after_mb = used
+    return stats

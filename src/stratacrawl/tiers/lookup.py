@@ -1,0 +1,101 @@
+"""One URL's facts through the tiers: hot, then warm (``url_meta``), then cold.
+
+The answer is the same whichever tier holds the URL (transparency): sinking moves a URL
+from warm to cold without changing what a lookup says; only ``tier`` tells where it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.urls import canonicalize, fingerprint
+from stratacrawl.warm.indices import IndexLayout
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class URLFacts:
+    url_hash: str
+    canonical_url: str
+    source_id: str | None
+    url: str | None
+    title: str | None
+    last_crawled: str | None     # ISO 8601, UTC
+    http_status: int | None
+    content_hash: str | None
+    etag: str | None
+    last_modified: str | None
+    tier: str                    # where the facts came from: warm or cold
+    in_hot: bool = False         # also held in hot (recently referenced)
+
+    def same_facts(self) -> dict[str, Any]:
+        """Everything but where it was found."""
+        d = asdict(self)
+        d.pop("tier")
+        d.pop("in_hot")
+        return d
+
+
+def _ts(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).isoformat().replace(
+        "+00:00", "Z")
+
+
+async def lookup(url: str, *, hot: HotURLState, es: AsyncElasticsearch | None,
+                 layout: IndexLayout, pool: AsyncConnectionPool) -> URLFacts | None:
+    canonical = canonicalize(url)
+    fp = fingerprint(canonical)
+    (hot_entry,) = await hot.get_many([fp])
+    facts = await _warm(fp, canonical, es, layout) if es is not None else None
+    if facts is None:
+        facts = await _cold(fp, canonical, pool)
+    if facts is not None:
+        facts.in_hot = hot_entry is not None
+    return facts
+
+
+async def _warm(fp: str, canonical: str, es: AsyncElasticsearch,
+                layout: IndexLayout) -> URLFacts | None:
+    try:
+        resp = await es.search(index=layout.alias("url_meta"), query={"term": {"url_hash": fp}},
+                               sort=[{"crawled_at": {"order": "desc"}}], size=1)
+    except Exception as e:  # warm down or no index yet: cold answers
+        log.debug("lookup: warm unavailable: %s", e)
+        return None
+    hits = resp["hits"]["hits"]
+    if not hits:
+        return None
+    src = hits[0]["_source"]
+    dedup = await es.search(index=layout.alias("url_dedup"), query={"term": {"url_hash": fp}},
+                            sort=[{"last_crawled": {"order": "desc"}}], size=1)
+    status = None
+    if dedup["hits"]["hits"]:
+        raw = dedup["hits"]["hits"][0]["_source"].get("http_status")
+        status = int(raw) if raw not in (None, "") else None
+    return URLFacts(fp, canonical, src.get("source_id"), src.get("url"), src.get("title"),
+                    _ts(src.get("crawled_at")), status, src.get("content_hash"), src.get("etag"),
+                    src.get("last_modified"), "warm")
+
+
+async def _cold(fp: str, canonical: str, pool: AsyncConnectionPool) -> URLFacts | None:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT source_id, url, title, last_crawled, http_status, content_hash, etag, "
+            "last_modified FROM url_state WHERE url_hash = %s", (fp,))).fetchone()
+    if row is None:
+        return None
+    source_id, url, title, last_crawled, status, content_hash, etag, lm = row
+    return URLFacts(fp, canonical, source_id, url, title, _ts(last_crawled), status,
+                    content_hash, etag, lm, "cold")

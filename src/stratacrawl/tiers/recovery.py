@@ -1,0 +1,132 @@
+"""Recovery (seed 000 §5): idempotent, safe at any time, each step timed.
+
+Cold is the truth; hot and warm are rebuilt from it. Order matters for how fast work
+resumes: leases and ready queues first (fetching resumes), then sessions and the spool,
+then the Bloom filter (streamed from cold; dedup takes the exact path until it is marked
+ready, so it is never wrong meanwhile), then warm if it came back empty.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stratacrawl.components import Components
+from stratacrawl.crawl import drain_spool
+from stratacrawl.fetch.worker import SESSION_TTL_S
+from stratacrawl.tiers.demotion import demote
+
+BLOOM_CHUNK = 100_000
+
+
+@dataclass
+class StepResult:
+    name: str
+    seconds: float
+    result: str
+
+
+@dataclass
+class RecoveryReport:
+    steps: list[StepResult] = field(default_factory=list)
+    resumed_after_s: float = 0.0     # ready queues rebuilt: fetching can resume
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        return [f"{s.name}: {s.result} ({s.seconds:.2f} s)" for s in self.steps]
+
+
+async def sources_with_ready_work(comps: Components) -> list[str]:
+    """Distinct sources with ready tasks by a skip scan of the ``tasks_ready`` index (one
+    probe per source, not a scan of millions of tasks)."""
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute(
+            "WITH RECURSIVE s AS ((SELECT source_id FROM tasks WHERE state IN ('PENDING', "
+            "'RETRY_WAIT') ORDER BY source_id LIMIT 1) UNION ALL SELECT (SELECT t.source_id "
+            "FROM tasks t WHERE t.state IN ('PENDING', 'RETRY_WAIT') AND t.source_id > s.source_id "
+            "ORDER BY t.source_id LIMIT 1) FROM s WHERE s.source_id IS NOT NULL) "
+            "SELECT source_id FROM s WHERE source_id IS NOT NULL")
+        return [str(r[0]) for r in await cur.fetchall()]
+
+
+async def rebuild_queues(comps: Components) -> int:
+    queued = 0
+    for source_id in await sources_with_ready_work(comps):
+        queued += await comps.frontier.refill(source_id, force=True)
+    return queued
+
+
+async def restore_sessions(comps: Components) -> int:
+    """The newest unexpired session of each source back into hot (unless one is there)."""
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (source_id) source_id, cookies::text, "
+            "extract(epoch FROM expires_at - now()) FROM sessions "
+            "WHERE expires_at > now() ORDER BY source_id, last_used_at DESC")
+        rows = await cur.fetchall()
+    restored = 0
+    for source_id, cookies, ttl in rows:
+        ttl_s = int(min(max(float(ttl), 1.0), SESSION_TTL_S))
+        if await comps.redis.set(f"sc:{{{source_id}}}:cookies", cookies, ex=ttl_s, nx=True):
+            restored += 1
+    return restored
+
+
+async def rebuild_bloom(comps: Components) -> int:
+    """Every URL cold knows, streamed into the filter; then the filter is marked ready."""
+    if await comps.bloom.is_ready():
+        return 0
+    added = 0
+    async with (comps.pool.connection() as conn, conn.transaction(),
+                conn.cursor(name="bloom_rebuild") as cur):
+        await cur.execute("SELECT url_hash FROM url_state")
+        while rows := await cur.fetchmany(BLOOM_CHUNK):
+            await comps.bloom.check_and_add([r[0] for r in rows])
+            added += len(rows)
+    await comps.bloom.mark_ready()
+    return added
+
+
+async def reindex_warm_if_empty(comps: Components) -> str:
+    """The embedded Elasticsearch API keeps nothing across restarts: re-index from cold."""
+    layout = comps.runtime.layout
+    try:
+        await comps.es.indices.refresh(index=f"{layout.alias('url_dedup')}-*",
+                                       ignore_unavailable=True)
+        count = (await comps.es.count(index=f"{layout.alias('url_dedup')}-*",
+                                      ignore_unavailable=True, allow_no_indices=True))["count"]
+    except Exception as e:
+        return f"warm unavailable ({type(e).__name__}); backfill later"
+    if count:
+        return f"warm holds {count} documents"
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE url_state SET warm_synced_at = NULL "
+                           "WHERE warm_synced_at IS NOT NULL")
+    stats = await demote(comps.pool, comps.es, layout)
+    return f"re-indexed {stats.rows} URLs" + (f" ({stats.error})" if stats.error else "")
+
+
+async def recover(comps: Components) -> RecoveryReport:
+    """Run every step; see the module docstring."""
+    report = RecoveryReport()
+    t0 = time.monotonic()
+
+    async def step(name: str, fn: Callable[[], Awaitable[Any]],
+                   describe: Callable[[Any], str]) -> None:
+        s0 = time.monotonic()
+        result = await fn()
+        report.steps.append(StepResult(name, time.monotonic() - s0, describe(result)))
+
+    await step("reclaim expired leases", comps.frontier.reclaim, lambda n: f"{n} tasks")
+    await step("rebuild hot ready queues", lambda: rebuild_queues(comps), lambda n: f"{n} tasks")
+    report.resumed_after_s = time.monotonic() - t0
+    await step("restore sessions", lambda: restore_sessions(comps), lambda n: f"{n} sources")
+    await step("drain spool", lambda: drain_spool(comps),
+               lambda r: f"{r.rows} rows from {r.files} files")
+    await step("rebuild Bloom filter", lambda: rebuild_bloom(comps),
+               lambda n: f"{n} URLs" if n else "already complete")
+    await step("re-index warm if empty", lambda: reindex_warm_if_empty(comps), str)
+    report.seconds = time.monotonic() - t0
+    return report

@@ -1,0 +1,186 @@
+"""Nightly sinking (seed 000 §4): what nobody touched leaves the faster tiers.
+
+Steps, each idempotent:
+1. backfill demotion (URL state that missed warm while Elasticsearch was away);
+2. write hot access statistics (hits, last access) back to cold;
+3. warm → cold: documents not accessed for ``retention`` leave warm (cold keeps the
+   durable copy, lookups answer the same); documents accessed meanwhile get their
+   ``last_access`` refreshed instead; weekly indices left empty are dropped;
+4. next weeks' indices are created ahead;
+5. staging partitions older than the staging retention are dropped, after the pages of
+   sources with ``snapshots: true`` are copied to ``page_snapshots``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import redis.asyncio as aioredis
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.helpers import async_bulk
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.tiers.demotion import DemoteStats, demote
+from stratacrawl.tiers.eviction import PREFIX
+from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
+
+log = logging.getLogger(__name__)
+PAGE = 5000
+
+
+@dataclass
+class SinkReport:
+    demoted: DemoteStats = field(default_factory=DemoteStats)
+    access_written_back: int = 0
+    warm_deleted: int = 0
+    warm_refreshed: int = 0
+    indices_dropped: list[str] = field(default_factory=list)
+    indices_created: list[str] = field(default_factory=list)
+    staging_dropped: list[str] = field(default_factory=list)
+    snapshot_rows: int = 0
+    steps: dict[str, float] = field(default_factory=dict)   # step → seconds
+
+
+async def write_back_access(redis: aioredis.Redis, pool: AsyncConnectionPool,
+                            batch: int = 5000) -> int:
+    """Hot hits and last access → cold ``url_state`` (so sinking judges by real use)."""
+    total = 0
+    cursor = 0
+    while True:
+        cursor, keys = await redis.scan(cursor=cursor, match=PREFIX + "*", count=batch)
+        if keys:
+            async with redis.pipeline(transaction=False) as pipe:
+                for k in keys:
+                    pipe.hmget(k, "h", "la")
+                rows = await pipe.execute()
+            fps, hits, las = [], [], []
+            for k, (h, la) in zip(keys, rows, strict=True):
+                if la is None:
+                    continue
+                name = k.decode() if isinstance(k, bytes) else k
+                fps.append(name[len(PREFIX):])
+                hits.append(int(h or 0))
+                las.append(float(la))
+            if fps:
+                async with pool.connection() as conn:
+                    cur = await conn.execute(
+                        "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), last_access = "
+                        "GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
+                        "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, "
+                        "unnest(%s::float8[]) AS la) v WHERE u.url_hash = v.fp", (fps, hits, las))
+                    total += cur.rowcount
+        if cursor == 0:
+            return total
+
+
+async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: IndexLayout,
+                    cutoff: datetime) -> tuple[int, int]:
+    """Documents whose ``last_access`` is before ``cutoff`` leave warm unless cold shows a
+    later access (then their ``last_access`` is refreshed). Returns (deleted, refreshed)."""
+    deleted = refreshed = 0
+    for family in FAMILIES:
+        alias = layout.alias(family)
+        await es.indices.refresh(index=f"{alias}-*", ignore_unavailable=True)
+        after: list[Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {"search_after": after} if after else {}
+            resp = await es.search(index=f"{alias}-*", size=PAGE, sort=[{"url_hash": "asc"}],
+                                   query={"range": {"last_access": {"lt": cutoff.isoformat()}}},
+                                   ignore_unavailable=True, allow_no_indices=True, **kwargs)
+            hits = resp["hits"]["hits"]
+            if not hits:
+                break
+            after = hits[-1]["sort"]
+            fps = list({h["_id"] for h in hits})
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
+                    "WHERE url_hash = ANY(%s)", (fps,))
+                cold = {h: at for h, at in await cur.fetchall()}
+            actions = []
+            for h in hits:
+                seen = cold.get(h["_id"])
+                if seen is not None and seen >= cutoff:
+                    actions.append({"_op_type": "index", "_index": h["_index"], "_id": h["_id"],
+                                    "_source": {**h["_source"], "last_access": seen.isoformat()}})
+                    refreshed += 1
+                elif seen is not None:  # never sink what cold does not hold
+                    actions.append({"_op_type": "delete", "_index": h["_index"], "_id": h["_id"]})
+                    deleted += 1
+            if actions:
+                await async_bulk(es, actions, chunk_size=PAGE, raise_on_error=False)
+        await es.indices.refresh(index=f"{alias}-*", ignore_unavailable=True)
+    return deleted, refreshed
+
+
+async def drop_empty_weeks(es: AsyncElasticsearch, layout: IndexLayout,
+                           now: datetime) -> list[str]:
+    """Weekly indices before this week that hold no document."""
+    current = week_suffix(now)
+    dropped = []
+    for family in FAMILIES:
+        rows = await es.cat.indices(index=f"{layout.alias(family)}-*", format="json")
+        for row in rows.body if isinstance(rows.body, list) else []:
+            name = row["index"]
+            suffix = name.rsplit("-", 1)[-1]
+            if suffix.isdigit() and suffix < current and int(row.get("docs.count") or 0) == 0:
+                await es.indices.delete(index=name)
+                dropped.append(name)
+    return dropped
+
+
+async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_sources: list[str],
+                         today: date) -> tuple[list[str], int]:
+    """Drop staging day partitions older than ``keep_days``; snapshot sources' pages first."""
+    limit = (today - timedelta(days=keep_days)).strftime("%Y%m%d")
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'staging'::regclass ORDER BY 1")
+        names = [r[0] for r in await cur.fetchall()]
+    dropped, copied = [], 0
+    for name in names:
+        day = name.rsplit("_", 1)[-1]
+        if not (day.isdigit() and day < limit):
+            continue
+        async with pool.connection() as conn, conn.transaction():
+            if snapshot_sources:
+                cur = await conn.execute(
+                    f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%s) '
+                    "ON CONFLICT DO NOTHING", (snapshot_sources,))
+                copied += cur.rowcount
+            await conn.execute(f'DROP TABLE "{name}"')
+        dropped.append(name)
+    return dropped, copied
+
+
+async def sink(*, redis: aioredis.Redis, es: AsyncElasticsearch, pool: AsyncConnectionPool,
+               layout: IndexLayout, warm_retention: timedelta, staging_days: int,
+               snapshot_sources: list[str], now: datetime | None = None) -> SinkReport:
+    """The nightly run; see the module docstring."""
+    now = now or datetime.now(UTC)
+    report = SinkReport()
+
+    async def step(name: str, coro: Any) -> Any:
+        t0 = time.monotonic()
+        try:
+            return await coro
+        finally:
+            report.steps[name] = round(time.monotonic() - t0, 3)
+
+    report.demoted = await step("backfill demotion", demote(pool, es, layout))
+    report.access_written_back = await step("hot access → cold", write_back_access(redis, pool))
+    if report.demoted.error is None:  # warm reachable
+        report.warm_deleted, report.warm_refreshed = await step(
+            "warm → cold", sink_warm(es, pool, layout, now - warm_retention))
+        report.indices_dropped = await step("drop empty weeks", drop_empty_weeks(es, layout, now))
+        report.indices_created = await step("create weeks ahead",
+                                            ensure_week_indices(es, layout, 2, now))
+    report.staging_dropped, report.snapshot_rows = await step(
+        "staging retention", expire_staging(pool, keep_days=staging_days,
+                                            snapshot_sources=snapshot_sources, today=now.date()))
+    return report
