@@ -1,10 +1,12 @@
-"""The demo: embedded tiers + the site simulator; a whole crawl, cleaning into records,
-Great Expectations checks with Data Docs; then what each tier holds."""
+"""The demo: embedded tiers + the site simulator; every flow's work in turn — discovery and
+fetch (the crawl), cleaning, validation with Data Docs, tier sinking, recovery — then a
+summary of what each tier holds."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import yaml
 
@@ -16,6 +18,8 @@ from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
+from stratacrawl.tiers.recovery import recover
+from stratacrawl.tiers.sinking import sink
 from stratacrawl.validate.runner import Validator, days_back
 
 
@@ -70,6 +74,17 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                 lines.append(f"  {r.source_id:<12} {'pass' if r.success else 'FAIL'}"
                              + (f": {'; '.join(failed)}" if failed else ""))
             lines.append(f"Data Docs: {settings.data_docs_path / 'index.html'}")
+            sunk = await sink(redis=comps.redis, es=comps.es, pool=comps.pool,
+                              layout=comps.runtime.layout,
+                              warm_retention=timedelta(days=settings.warm_retention_days),
+                              staging_days=settings.staging_retention_days, snapshot_sources=[])
+            lines.append(f"tiers: {report.demoted} URL states demoted to warm during the crawl; "
+                         f"sinking: {sunk.access_written_back} hot access records written back, "
+                         f"{sunk.warm_deleted} warm documents past {settings.warm_retention_days} "
+                         f"days, {len(sunk.indices_created)} weekly indices created ahead")
+            recovered = await recover(comps)
+            lines.append(f"recovery: {len(recovered.steps)} steps in {recovered.seconds:.2f} s ("
+                         + "; ".join(f"{st.name}: {st.result}" for st in recovered.steps) + ")")
             inv = await take_inventory(comps.runtime)
     lines += inv.lines()
     lines.append(f"sources file: {sources_file}")

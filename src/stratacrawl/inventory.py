@@ -10,7 +10,8 @@ import psycopg
 from stratacrawl.cold.db import libpq_url
 from stratacrawl.runtime import Runtime
 
-COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts")
+COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts",
+               "page_snapshots")
 
 
 @dataclass

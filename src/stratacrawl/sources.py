@@ -251,3 +251,8 @@ def load_sources(path: str | Path) -> SourcesFile:
     except yaml.YAMLError as e:
         raise SourcesError(str(p), [f"{p}: not valid YAML: {e}"]) from None
     return parse_sources(data, str(p))
+
+
+def snapshot_source_ids(path: str | Path) -> list[str]:
+    """Sources whose staged pages are kept past retention (none when there is no file)."""
+    return [s.id for s in load_sources(path).sources if s.snapshots] if Path(path).exists() else []

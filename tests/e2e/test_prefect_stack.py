@@ -50,6 +50,17 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert state == "COMPLETED", (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:]
+        # `up` started a recovery run on the worker (hot rebuilt from cold at worker start)
+        recovery = next(d for d in deployments if d["name"] == "recovery")
+        runs: list = []
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            runs = httpx.post(f"{api}/flow_runs/filter", json={"deployments": {
+                "id": {"any_": [recovery["id"]]}}}, timeout=10).json()
+            if runs and runs[0]["state"]["type"] in {"COMPLETED", "FAILED", "CRASHED"}:
+                break
+            time.sleep(1)
+        assert runs and runs[0]["state"]["type"] == "COMPLETED", runs
     finally:
         down = cli("down", env=env, timeout=120)
     assert down.returncode == 0

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from stratacrawl.cli import bench, crawl, demo, doctor, records, services, sim, sources, stack
+from stratacrawl.cli import (
+    bench,
+    crawl,
+    demo,
+    doctor,
+    records,
+    services,
+    sim,
+    sources,
+    stack,
+    tiers,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
@@ -23,3 +34,7 @@ app.command("validate")(records.validate_cmd)
 app.command("export")(records.export_cmd)
 app.command("alerts")(records.alerts_cmd)
 app.add_typer(records.expectations_app, name="expectations")
+app.command("lookup")(tiers.lookup_cmd)
+app.command("recover")(tiers.recover_cmd)
+app.command("sink")(tiers.sink_cmd)
+app.command("compensate")(tiers.compensate_cmd)

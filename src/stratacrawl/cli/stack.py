@@ -30,6 +30,9 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         stack.run([sys.executable, "-m", "deployments.bootstrap"], env, root)
         stack.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"], env, root)
         stack.start_worker(env, root)
+        # recovery on worker start: hot rebuilt from cold before scheduled work claims
+        stack.run([sys.executable, "-m", "prefect", "deployment", "run", "recovery/recovery"],
+                  env, root)
     except StratacrawlError as e:
         stack.stop()
         fail(e)
@@ -38,6 +41,7 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
     for tier, url in (("Redis", endpoints.redis_url), ("Elasticsearch", endpoints.elasticsearch_url),
                       ("PostgreSQL", endpoints.database_url)):
         console.print(f"{tier + ':':<14}{url}")
+    console.print("recovery: a run of recovery/recovery was started on the worker")
     console.print("stop everything with: stratacrawl down")
 
 

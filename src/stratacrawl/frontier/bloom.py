@@ -100,8 +100,12 @@ class BloomFilter:
         return shard, pos
 
     async def _run(self, fingerprints: Sequence[str], add: bool) -> list[bool]:
+        return (await self._run_ready(fingerprints, add, with_ready=False))[0]
+
+    async def _run_ready(self, fingerprints: Sequence[str], add: bool,
+                         with_ready: bool) -> tuple[list[bool], bool]:
         if not fingerprints:
-            return []
+            return [], (await self.is_ready()) if with_ready else True
         shard, pos = self.positions(fingerprints)
         chunks: list[np.ndarray] = []
         for s in range(self.spec.shards):
@@ -116,7 +120,10 @@ class BloomFilter:
                 shard_of = int(shard[part[0]])
                 await conn.send_packed_command(
                     encode_bitfield(self.key(shard_of), pos[part], add), check_health=False)
+            if with_ready:  # same round trip: the answer and whether to believe it
+                await conn.send_command("EXISTS", self.ready_key, check_health=False)
             replies = [await conn.read_response() for _ in chunks]
+            ready = bool(await conn.read_response()) if with_ready else True
         except BaseException:
             await conn.disconnect()
             raise
@@ -127,11 +134,15 @@ class BloomFilter:
             if isinstance(bits, Exception):
                 raise bits
             out[part] = np.asarray(bits, dtype=np.uint8).reshape(-1, self.spec.k).all(axis=1)
-        return out.tolist()  # type: ignore[no-any-return]
+        return out.tolist(), ready
 
     async def check_and_add(self, fingerprints: Sequence[str]) -> list[bool]:
         """Add every fingerprint; True where it was (probably) there already."""
         return await self._run(fingerprints, add=True)
+
+    async def check_and_add_ready(self, fingerprints: Sequence[str]) -> tuple[list[bool], bool]:
+        """``check_and_add`` plus whether the filter is ready, in the same round trip."""
+        return await self._run_ready(fingerprints, add=True, with_ready=True)
 
     async def contains(self, fingerprints: Sequence[str]) -> list[bool]:
         return await self._run(fingerprints, add=False)

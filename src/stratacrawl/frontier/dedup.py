@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 
 PROMOTE_EVERY_S = 0.05
-READY_CHECK_S = 1.0
 
 
 class Verdict(StrEnum):
@@ -59,7 +58,6 @@ class Dedup:
         self._touched: list[str] = []
         self._promote: dict[str, dict[str, str | int | float | None]] = {}
         self._flusher: asyncio.Future[None] | None = None
-        self._ready = (False, 0.0)  # (Bloom filter ready, when to ask again)
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
                                       "bloom_false_positive": 0, "warm_errors": 0}
 
@@ -80,8 +78,8 @@ class Dedup:
             else:
                 todo.append(fp)
         if todo:
-            seen_before = await self.bloom.check_and_add(todo)
-            if not await self._bloom_ready(now):
+            seen_before, ready = await self.bloom.check_and_add_ready(todo)
+            if not ready:
                 seen_before = [True] * len(todo)
             maybe = [fp for fp, seen in zip(todo, seen_before, strict=True) if seen]
             for fp in set(todo) - set(maybe):
@@ -91,13 +89,6 @@ class Dedup:
                 out.update(await self._exact(maybe, now))
             self._remember(todo, out, now)
         return [out[fp] for fp in fps]
-
-    async def _bloom_ready(self, now: float) -> bool:
-        ready, ask_at = self._ready
-        if now >= ask_at:
-            ready = await self.bloom.is_ready()
-            self._ready = (ready, now + READY_CHECK_S)  # a flush can take the marker away
-        return ready
 
     def _remember(self, fps: list[str], verdicts: dict[str, Verdict], now: float) -> None:
         if self.cache_ttl_s <= 0:

@@ -1,0 +1,27 @@
+"""compensation (nightly, seed 002 §5.2 level 3): overdue tasks re-scheduled, parked
+batches released, expired leases reclaimed; a report per source."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.tiers.compensation import compensate
+
+
+@flow(name="compensation", log_prints=True)
+async def compensation(overdue_after_hours: float | None = None) -> dict[str, dict[str, int]]:
+    async with runtime() as (rt, comps):
+        hours = overdue_after_hours or rt.settings.compensate_after_h
+        report = await compensate(comps, overdue_after=timedelta(hours=hours))
+    out = {sid: {"reclaimed": r.reclaimed, "rescheduled": r.rescheduled, "released": r.released,
+                 "unfinished": sum(r.unfinished.values()), "failed_24h": r.failed_24h}
+           for sid, r in sorted(report.items())}
+    await publish("stratacrawl-compensation", "Compensation",
+                  ["| source | reclaimed | rescheduled | released | unfinished | failed 24 h |",
+                   "| --- | --- | --- | --- | --- | --- |",
+                   *(f"| {sid} | {v['reclaimed']} | {v['rescheduled']} | {v['released']} | "
+                     f"{v['unfinished']} | {v['failed_24h']} |" for sid, v in out.items())])
+    return out

@@ -1,0 +1,37 @@
+"""tier-sinking (nightly): warm → cold after the retention, hot access written back, empty
+weekly indices dropped and next weeks created, staging retention with snapshots; hot
+eviction when Redis is over its budget."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.sources import snapshot_source_ids
+from stratacrawl.tiers.eviction import evict_hot
+from stratacrawl.tiers.sinking import sink
+
+
+@flow(name="tier-sinking", log_prints=True)
+async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
+    async with runtime(sources=sources_file) as (rt, comps):
+        s = rt.settings
+        snapshots = snapshot_source_ids(s.sources)
+        r = await sink(redis=comps.redis, es=comps.es, pool=comps.pool, layout=rt.layout,
+                       warm_retention=timedelta(days=s.warm_retention_days),
+                       staging_days=s.staging_retention_days, snapshot_sources=snapshots)
+        ev = await evict_hot(comps.redis, comps.pool, budget_mb=s.hot_budget_mb)
+    summary = {"demoted": r.demoted.rows, "access_written_back": r.access_written_back,
+               "warm_deleted": r.warm_deleted, "warm_refreshed": r.warm_refreshed,
+               "indices_dropped": len(r.indices_dropped),
+               "indices_created": len(r.indices_created),
+               "staging_partitions_dropped": len(r.staging_dropped),
+               "snapshot_rows": r.snapshot_rows, "hot_evicted": ev.evicted}
+    await publish("stratacrawl-tier-sinking", "Tier sinking",
+                  ["| figure | value |", "| --- | --- |",
+                   *(f"| {k} | {v} |" for k, v in summary.items()),
+                   f"| hot memory (MB) | {ev.used_before_mb:.1f} → {ev.used_after_mb:.1f} |",
+                   "", *(f"- {step}: {sec:.2f} s" for step, sec in r.steps.items())])
+    return summary

@@ -1,0 +1,108 @@
+"""``stratacrawl lookup``, ``recover``, ``sink``, ``compensate``: the tiers by hand."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+import uvloop
+from rich.table import Table
+
+from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.errors import StratacrawlError
+from stratacrawl.session import open_session
+from stratacrawl.sources import snapshot_source_ids
+from stratacrawl.tiers.compensation import SourceCompensation, compensate
+from stratacrawl.tiers.lookup import URLFacts, lookup
+from stratacrawl.tiers.recovery import RecoveryReport, recover
+from stratacrawl.tiers.sinking import SinkReport, sink
+
+
+def _run(main: object) -> object:
+    try:
+        return uvloop.run(main)  # type: ignore[arg-type]
+    except StratacrawlError as e:
+        fail(e)
+        raise
+
+
+def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized).")) -> None:
+    """What the tiers know about a URL, and which tier answered."""
+
+    async def main() -> URLFacts | None:
+        async with open_session(settings()) as c:
+            return await lookup(url, hot=c.hot_urls, es=c.es, layout=c.runtime.layout,
+                                pool=c.pool)
+
+    facts = _run(main())
+    if facts is None:
+        fail(f"unknown URL: {url}")
+    assert isinstance(facts, URLFacts)
+    for k, v in {**facts.same_facts(), "tier": facts.tier, "in_hot": facts.in_hot}.items():
+        console.print(f"{k:<14} {v}")
+
+
+def recover_cmd() -> None:
+    """Rebuild hot (and warm, if empty) from cold; safe to run at any time."""
+
+    async def main() -> RecoveryReport:
+        async with open_session(settings()) as c:
+            return await recover(c)
+
+    report = _run(main())
+    assert isinstance(report, RecoveryReport)
+    for line in report.lines():
+        console.print(line)
+    console.print(f"recovered in {report.seconds:.2f} s; fetching could resume after "
+                  f"{report.resumed_after_s:.2f} s")
+
+
+def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
+                                          envvar="STRATACRAWL_SOURCES")) -> None:
+    """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging retention."""
+    s = settings()
+    try:
+        snapshots = snapshot_source_ids(sources)
+    except StratacrawlError as e:
+        fail(e)
+        raise
+
+    async def main() -> SinkReport:
+        async with open_session(s) as c:
+            return await sink(redis=c.redis, es=c.es, pool=c.pool, layout=c.runtime.layout,
+                              warm_retention=timedelta(days=s.warm_retention_days),
+                              staging_days=s.staging_retention_days, snapshot_sources=snapshots)
+
+    r = _run(main())
+    assert isinstance(r, SinkReport)
+    console.print(f"demoted (backfill) {r.demoted.rows}; hot access written back "
+                  f"{r.access_written_back}; warm → cold {r.warm_deleted} documents, "
+                  f"{r.warm_refreshed} refreshed; indices dropped {len(r.indices_dropped)}, "
+                  f"created {len(r.indices_created)}; staging partitions dropped "
+                  f"{len(r.staging_dropped)} ({r.snapshot_rows} pages kept as snapshots)")
+    for step, seconds in r.steps.items():
+        console.print(f"  {step}: {seconds:.2f} s")
+
+
+def compensate_cmd(after_h: float | None = typer.Option(
+        None, "--after-hours", help="Overdue threshold (default STRATACRAWL_COMPENSATE_AFTER_H).")
+                   ) -> None:
+    """Re-schedule overdue tasks, release parked batches, reclaim expired leases."""
+    s = settings()
+
+    async def main() -> dict[str, SourceCompensation]:
+        async with open_session(s) as c:
+            return await compensate(c, overdue_after=timedelta(
+                hours=after_h if after_h is not None else s.compensate_after_h))
+
+    report = _run(main())
+    assert isinstance(report, dict)
+    table = Table(title="compensation")
+    for col in ("source", "reclaimed", "rescheduled", "released", "unfinished", "failed 24 h"):
+        table.add_column(col)
+    for sid, r in sorted(report.items()):
+        table.add_row(sid, str(r.reclaimed), str(r.rescheduled), str(r.released),
+                      ", ".join(f"{k}: {v}" for k, v in sorted(r.unfinished.items())),
+                      str(r.failed_24h))
+    console.print(table)
