@@ -19,7 +19,7 @@ import uvloop
 from selectolax.lexbor import LexborHTMLParser
 
 from bench.figure import Figure
-from bench.tiers import bench_components, bench_runtime
+from bench.servers import bench_components, bench_runtime
 from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document

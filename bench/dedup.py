@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 import uvloop
 
 from bench.figure import Figure
-from bench.tiers import bench_components, bench_runtime
+from bench.servers import bench_components, bench_runtime
 from stratacrawl.components import Components
 
 BATCH = 10_000

@@ -21,7 +21,7 @@ import uvloop
 
 from bench.figure import Figure
 from bench.load import aiohttp_ceiling
-from bench.tiers import bench_components, bench_runtime
+from bench.servers import bench_components, bench_runtime
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.tasks import NewTask, TaskState
 from stratacrawl.sim import build_specs

@@ -19,7 +19,7 @@ import redis
 import uvloop
 
 from bench.figure import Figure
-from bench.tiers import bench_components, bench_runtime, rss_mb
+from bench.servers import bench_components, bench_runtime, rss_mb
 from stratacrawl.frontier.tasks import NewTask
 
 SOURCES = 50

@@ -1,63 +1,95 @@
-"""Real tiers for a benchmark: configured servers or embedded ones, a fresh database,
-its own Redis DB and index prefix, so a benchmark never touches a crawl's data."""
+"""tiers: warm → cold sinking throughput, with lookups answering correctly throughout.
+
+``urls`` crawled URLs are demoted to warm (two documents each: ``url_dedup`` and
+``url_meta``; the emulator holds ~7 KB of RAM per document, hence 100k URLs here, not
+millions), then a sinking run 40 days later moves them out of warm while a reader looks
+URLs up the whole time and compares each answer with the one before sinking.
+``demote_docs_per_s`` is the demotion (cold → warm bulk) rate, against a plain bulk
+index of the same documents.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import resource
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
-import psycopg
-import redis
+import uvloop
+from elasticsearch.helpers import async_bulk
 
-from stratacrawl.cold.db import libpq_url
-from stratacrawl.components import Components, open_components
-from stratacrawl.runtime import Runtime
-from stratacrawl.services import Endpoints, Services
-from stratacrawl.settings import Settings
-
-BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11}
-
-
-def _with_db(url: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+from bench.figure import Figure
+from bench.servers import bench_components, bench_runtime
+from stratacrawl.components import Components
+from stratacrawl.tiers.demotion import SELECT_UNSYNCED, demote, warm_docs
+from stratacrawl.tiers.lookup import lookup
+from stratacrawl.tiers.sinking import sink_warm
 
 
-@contextlib.contextmanager
-def bench_runtime(name: str, **overrides: object) -> Iterator[Runtime]:
-    """Tiers for benchmark ``name``: its own database and Redis DB (benchmarks may overlap)."""
-    bench_db = f"stratacrawl_bench_{name}"
-    base = Settings()
-    with Services(base) as ep:
-        admin = libpq_url(ep.database_url)
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{bench_db}"')
-        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{BENCH_REDIS_DBS.get(name, 10)}"
-        redis.Redis.from_url(redis_url).flushdb()
-        settings = base.model_copy(update={"es_index_prefix": f"bench_{name}_", **overrides})
-        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, bench_db),
-                              ep.embedded)
-        try:
-            yield Runtime(settings, endpoints)
-        finally:
-            redis.Redis.from_url(redis_url).flushdb()
+async def _measure(n: int) -> dict[str, float]:
+    with bench_runtime("tiers", es_refresh_interval="1s") as rt:
+        async with bench_components(rt) as c:
+            await c.es.indices.delete(index=f"{rt.layout.prefix}*", ignore_unavailable=True)
+            await rt.prepare()
+            async with c.pool.connection() as conn:
+                await conn.execute(
+                    "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
+                    "content_hash, title, last_access) SELECT md5('u' || i), 's' || (i %% 20), "
+                    "'http://s' || (i %% 20) || '.test/p/' || i, now() - interval '1 hour', 200, "
+                    "md5('c' || i), 'Title ' || i, now() - interval '1 hour' "
+                    "FROM generate_series(1, %s) AS i", (n,))
+            # baseline: the same documents by a plain bulk index into a scratch prefix
+            async with c.pool.connection() as conn:
+                rows = await (await conn.execute(SELECT_UNSYNCED, (n,))).fetchall()
+            scratch = rt.layout.__class__(prefix=rt.layout.prefix + "scratch_")
+            docs = [d for row in rows for d in warm_docs(scratch, row)]
+            t0 = time.monotonic()
+            await async_bulk(c.es, docs, chunk_size=2000)
+            plain = time.monotonic() - t0
+            await c.es.indices.delete(index=f"{scratch.prefix}*", ignore_unavailable=True)
+            t0 = time.monotonic()
+            demoted = await demote(c.pool, c.es, rt.layout)
+            demote_s = time.monotonic() - t0
+            return {"demote_s": demote_s, "plain_s": plain, "docs": demoted.docs,
+                    **await _sink_with_reader(c, rows)}
 
 
-@contextlib.asynccontextmanager
-async def bench_components(rt: Runtime) -> AsyncIterator[Components]:
-    await rt.prepare()
-    async with open_components(rt) as c:
-        yield c
+async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float]:  # type: ignore[type-arg]
+    sample = random.Random(7).sample([r[2] for r in rows], 200)
+    args = {"hot": c.hot_urls, "es": c.es, "layout": c.runtime.layout, "pool": c.pool}
+    before = {u: (await lookup(u, **args)) for u in sample}
+    stop = asyncio.Event()
+    checked = wrong = 0
+
+    async def reader() -> None:
+        nonlocal checked, wrong
+        while not stop.is_set():
+            for u in sample:
+                got = await lookup(u, **args)
+                want = before[u]
+                checked += 1
+                if got is None or want is None or got.same_facts() != want.same_facts():
+                    wrong += 1
+                if stop.is_set():
+                    return
+
+    task = asyncio.create_task(reader())
+    t0 = time.monotonic()
+    deleted, _ = await sink_warm(c.es, c.pool, c.runtime.layout,
+                                 datetime.now(UTC) + timedelta(days=10))
+    seconds = time.monotonic() - t0
+    stop.set()
+    await task
+    return {"sink_s": seconds, "deleted": deleted, "lookups": checked, "wrong": wrong}
 
 
-def rss_mb(pid: int | None = None) -> float:
-    """Resident set size now (MB), from /proc."""
-    with open(f"/proc/{pid or os.getpid()}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def run(quick: bool = False) -> Iterator[Figure]:
+    n = 20_000 if quick else 100_000
+    m = uvloop.run(_measure(n))
+    yield Figure("tiers", "sink_docs_per_s", m["deleted"] / m["sink_s"], "1/s",
+                 extra={"urls": n, "warm_docs": m["deleted"], "lookups_during_sink": m["lookups"],
+                        "lookups_wrong": m["wrong"]})
+    yield Figure("tiers", "demote_docs_per_s", m["docs"] / m["demote_s"], "1/s",
+                 m["docs"] / m["plain_s"], "plain bulk index of the same documents",
+                 extra={"urls": n})

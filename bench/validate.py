@@ -17,7 +17,7 @@ from pathlib import Path
 import uvloop
 
 from bench.figure import Figure
-from bench.tiers import bench_components, bench_runtime
+from bench.servers import bench_components, bench_runtime
 from stratacrawl.sources import parse_sources
 from stratacrawl.validate.runner import Validator
 
