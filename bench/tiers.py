@@ -25,6 +25,7 @@ from stratacrawl.components import Components
 from stratacrawl.tiers.demotion import SELECT_UNSYNCED, demote, warm_docs
 from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import sink_warm
+from stratacrawl.urls import fingerprint
 
 
 async def _measure(n: int) -> dict[str, float]:
@@ -32,13 +33,14 @@ async def _measure(n: int) -> dict[str, float]:
         async with bench_components(rt) as c:
             await c.es.indices.delete(index=f"{rt.layout.prefix}*", ignore_unavailable=True)
             await rt.prepare()
-            async with c.pool.connection() as conn:
-                await conn.execute(
-                    "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
-                    "content_hash, title, last_access) SELECT md5('u' || i), 's' || (i %% 20), "
-                    "'http://s' || (i %% 20) || '.test/p/' || i, now() - interval '1 hour', 200, "
-                    "md5('c' || i), 'Title ' || i, now() - interval '1 hour' "
-                    "FROM generate_series(1, %s) AS i", (n,))
+            crawled = datetime.now(UTC) - timedelta(hours=1)
+            async with c.pool.connection() as conn, conn.cursor().copy(
+                    "COPY url_state (url_hash, source_id, url, last_crawled, http_status, "
+                    "content_hash, title, last_access) FROM STDIN") as copy:
+                for i in range(n):
+                    url = f"http://s{i % 20}.test/p/{i}"
+                    await copy.write_row((fingerprint(url), f"s{i % 20}", url, crawled, 200,
+                                          f"c{i}", f"Title {i}", crawled))
             # baseline: the same documents by a plain bulk index into a scratch prefix
             async with c.pool.connection() as conn:
                 rows = await (await conn.execute(SELECT_UNSYNCED, (n,))).fetchall()
@@ -73,6 +75,7 @@ async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float
                     wrong += 1
                 if stop.is_set():
                     return
+                await asyncio.sleep(0.05)  # a steady reader, not a second load test
 
     task = asyncio.create_task(reader())
     t0 = time.monotonic()
