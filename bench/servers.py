@@ -18,7 +18,7 @@ from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
-                   "validate": 7}
+                   "validate": 7, "monitor": 6}
 
 
 def _with_db(url: str, name: str) -> str:

@@ -9,3 +9,5 @@ import os
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# Our loggers' records (with their context) reach the Prefect run logs too.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "stratacrawl")

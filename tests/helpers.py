@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
@@ -35,3 +37,26 @@ def processes_under(folder: Path) -> list[str]:
         if str(folder) in cmd or cwd.startswith(str(folder)):
             found.append(cmd.strip())
     return found
+
+
+def require_chromium() -> None:
+    """Skip without Chromium, except where it is required (CI installs it)."""
+    import pytest
+
+    if CHROMIUM is None:
+        if os.environ.get("STRATACRAWL_TEST_REQUIRE_CHROMIUM"):
+            pytest.fail("Chromium is required here (CI installs Debian's chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+
+
+def dump_dom(page: Path | str, profile: Path) -> str:
+    """The page's DOM after headless Chromium has loaded it and run its scripts."""
+    assert CHROMIUM
+    url = page.as_uri() if isinstance(page, Path) else page
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
+         "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     warm_retention_days: int = Field(default=30, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
     compensate_after_h: float = Field(default=6.0, gt=0)
+    # Monitoring: live counters and traces per batch (off only to measure its cost).
+    monitoring: bool = True
+    alert_hold_s: float = Field(default=180.0, ge=0)
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
     # Validation: committed suites, the folder of the Great Expectations project (its
     # results store, under ``gx/``) and where Data Docs are written (``None`` = under the
     # state folder).

@@ -111,6 +111,27 @@ class JsonExtract(_Strict):
 Extract = Annotated[ArticleExtract | RulesExtract | JsonExtract, Field(discriminator="kind")]
 
 
+class AlertThresholds(_Strict):
+    """When a source's alerts fire (seed 002 §6.2 defaults); a condition must hold for
+    ``STRATACRAWL_ALERT_HOLD_S`` (3 minutes) before it fires."""
+
+    success_alert: Annotated[float, Field(gt=0, le=1)] = 0.98      # below: P2
+    success_severe: Annotated[float, Field(gt=0, le=1)] = 0.90     # below: P1
+    latency_attention: Annotated[float, Field(gt=1)] = 1.3         # times the baseline mean: P2
+    latency_intervene: Annotated[float, Field(gt=1)] = 2.0         # times the baseline mean: P1
+    retry_ratio: Annotated[float, Field(gt=0)] = 0.05              # above: P2
+    ingest_ratio: Annotated[float, Field(gt=0, le=1)] = 0.8        # staged / ok fetched: P1
+    backlog_growth: Annotated[float, Field(gt=0)] = 0.2            # over 15 minutes: P3
+    stopped_after: str = "15m"                                     # no success, work due: P0
+    min_requests: Annotated[int, Field(ge=1)] = 20                 # rates need this many
+
+    @field_validator("stopped_after")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+
 class Source(_Strict):
     """One source of ``sources.yaml``."""
 
@@ -134,6 +155,7 @@ class Source(_Strict):
     snapshots: bool = False
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     max_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
+    alerts: AlertThresholds = Field(default_factory=AlertThresholds)
 
     _regexes = field_validator("allow", "follow", "items")(_check_regexes)
 

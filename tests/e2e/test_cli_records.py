@@ -6,8 +6,6 @@ import csv
 import io
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,24 +15,9 @@ import yaml
 from stratacrawl.services import Endpoints
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
-from tests.helpers import cli
+from tests.helpers import cli, dump_dom, require_chromium
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def dump_dom(page: Path, profile: Path) -> str:
-    """The page's DOM after Chromium (headless) has loaded it and run its scripts."""
-    assert CHROMIUM
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
-         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 @pytest.fixture
 def env(tmp_path: Path, tier_endpoints: Endpoints, database_url: str, redis_url: str,
         es_prefix: str) -> dict[str, str]:
@@ -89,10 +72,7 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
     alerts = cli("alerts", env=env)
     assert alerts.returncode == 0 and "0 open alert(s)" in alerts.stdout
 
-    if CHROMIUM is None:
-        if os.environ.get("STRATACRAWL_TEST_REQUIRE_CHROMIUM"):
-            pytest.fail("Chromium is required here (CI installs Debian's chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium): the browser half")
+    require_chromium()
     docs = tmp_path / "docs"
     index = dump_dom(docs / "index.html", tmp_path / "chromium")
     assert "records.news-1" in index and "records.products-2" in index

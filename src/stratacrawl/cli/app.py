@@ -9,6 +9,7 @@ from stratacrawl.cli import (
     crawl,
     demo,
     doctor,
+    monitor,
     records,
     services,
     sim,
@@ -16,9 +17,18 @@ from stratacrawl.cli import (
     stack,
     tiers,
 )
+from stratacrawl.logs import configure
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
+
+
+@app.callback()
+def _logging() -> None:
+    """Structured logs to standard error (STRATACRAWL_LOG_LEVEL, default WARNING)."""
+    configure()
+
+
 app.add_typer(services.app, name="services")
 app.add_typer(sources.app, name="sources")
 app.add_typer(sim.app, name="sim")
@@ -38,3 +48,8 @@ app.command("lookup")(tiers.lookup_cmd)
 app.command("recover")(tiers.recover_cmd)
 app.command("sink")(tiers.sink_cmd)
 app.command("compensate")(tiers.compensate_cmd)
+app.command("trace")(monitor.trace_cmd)
+app.command("ops")(monitor.ops_cmd)
+app.command("monitor")(monitor.monitor_cmd)
+app.command("inspect")(monitor.inspect_cmd)
+app.add_typer(monitor.metrics_app, name="metrics")

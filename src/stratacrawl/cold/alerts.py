@@ -20,11 +20,13 @@ class Alert:
     severity: str
     message: str
     details: dict[str, Any]
+    level: str | None = None
+    snapshot_id: int | None = None
 
 
 async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | None,
                       message: str, details: dict[str, Any] | None = None,
-                      severity: str = "warning",
+                      severity: str = "warning", level: str | None = None,
                       quiet_for: timedelta = timedelta(hours=1)) -> int | None:
     """Record an alert unless the same kind is already open for the source since less than
     ``quiet_for``; returns the new alert's id, or ``None`` when it was folded."""
@@ -37,9 +39,9 @@ async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | 
         if await cur.fetchone():
             return None
         cur = await conn.execute(
-            "INSERT INTO alerts (kind, source_id, severity, message, details) "
-            "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-            (kind, source_id, severity, message, json.dumps(details or {}, default=str)))
+            "INSERT INTO alerts (kind, source_id, severity, level, message, details) "
+            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            (kind, source_id, severity, level, message, json.dumps(details or {}, default=str)))
         row = await cur.fetchone()
         return int(row[0]) if row else None
 
@@ -55,7 +57,8 @@ async def resolve_alerts(pool: AsyncConnectionPool, *, kind: str, source_id: str
 async def open_alerts(pool: AsyncConnectionPool, kind: str | None = None) -> list[Alert]:
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT id, raised_at, kind, source_id, severity, message, details FROM alerts "
+            "SELECT id, raised_at, kind, source_id, severity, message, details, level, "
+            "snapshot_id FROM alerts "
             "WHERE resolved_at IS NULL AND (%s::text IS NULL OR kind = %s) ORDER BY raised_at DESC",
             (kind, kind))
         return [Alert(*row) for row in await cur.fetchall()]

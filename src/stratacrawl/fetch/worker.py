@@ -30,6 +30,7 @@ from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, TaskState
+from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
@@ -93,6 +94,8 @@ class FetchWorker:
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self._skip_until: dict[str, float] = {}
         self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
+        self.live = (LiveMetrics(redis=comps.redis)
+                     if comps.runtime.settings.monitoring else None)
 
     # -- sessions -----------------------------------------------------------------------------
     def _session_key(self, source_id: str) -> str:
@@ -157,6 +160,13 @@ class FetchWorker:
                     await self.politeness.acquire_slot(source.id, holder, source.concurrency,
                                                        source.timeout_s * 4)
                     renewed = time.monotonic()
+            for task, r in results:
+                if not r.verdict.success:
+                    log.info("fetch failed: %s", r.verdict.reason, extra={
+                        "source_id": source.id, "task_id": task.id, "batch_id": batch.batch_id,
+                        "url_hash": task.url_hash, "trace_id": r.trace_id,
+                        "worker": self.worker_id, "latency_ms": round(r.elapsed_ms, 1),
+                        "status": r.status, "error": r.verdict.reason})
             failures = sum(1 for _, r in results if not r.verdict.success)
             level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
             stats.delayed_batches += int(level2)
@@ -174,6 +184,12 @@ class FetchWorker:
                 else:
                     stats.failed += 1
             await self._save_session(source.id)
+            if self.live is not None:
+                try:  # monitoring must never stop a fetch
+                    await self.live.record_batch(source.id, self.worker_id,
+                                                 [(t.url_hash, r) for t, r in results])
+                except Exception as e:
+                    log.warning("fetch: live metrics not recorded: %s", e)
         finally:
             await self.politeness.release_slot(source.id, holder)
 

@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from stratacrawl.sources import Source
 
 FINGERPRINT = "record_fingerprint"
-CRAWLED = "record_crawled_epoch"
+NEWEST = "record_first_seen_epoch"  # when the record was first committed (new content)
 LAST_FETCH = "source_last_fetch_epoch"
 COUNT_TOLERANCE = 0.05
 FUTURE_SKEW_S = 300.0
@@ -50,7 +50,7 @@ def check_query(source: Source, day: date) -> str:
     bind parameters); the source id is ``[a-z0-9_-]`` and the day a date, so quoting is safe."""
     sid, d = _literal(source.id), _literal(day.isoformat())
     columns = [f"fingerprint AS {FINGERPRINT}",
-               f"extract(epoch FROM crawled_at)::float8 AS {CRAWLED}",
+               f"extract(epoch FROM created_at)::float8 AS {NEWEST}",
                f"(SELECT extract(epoch FROM max(fetched_at))::float8 FROM staging "
                f"WHERE source_id = {sid} AND status BETWEEN 200 AND 399 "
                f"AND fetched_at < {d}::date + 1) AS {LAST_FETCH}"]

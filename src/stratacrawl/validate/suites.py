@@ -15,7 +15,7 @@ from typing import Any
 
 from stratacrawl.errors import ConfigError
 from stratacrawl.sources import Source, SourcesFile
-from stratacrawl.validate.checks import CRAWLED, FINGERPRINT, LAST_FETCH, TEMPORAL
+from stratacrawl.validate.checks import FINGERPRINT, LAST_FETCH, NEWEST, TEMPORAL
 
 COMPLETENESS = 0.98   # a required field may be missing in at most 2 % of records
 
@@ -36,7 +36,7 @@ def default_suite(source: Source) -> dict[str, Any]:
     exps = [
         _exp("expect_table_row_count_to_be_between", "count",
              min_value=_param("min_count"), max_value=_param("max_count")),
-        _exp("expect_column_max_to_be_between", "freshness", column=CRAWLED,
+        _exp("expect_column_max_to_be_between", "freshness", column=NEWEST,
              min_value=_param("fresh_after")),
         _exp("expect_column_max_to_be_between", "freshness", column=LAST_FETCH,
              min_value=_param("fresh_after")),

@@ -93,3 +93,30 @@ async def test_count_and_freshness_fail_on_a_thin_stale_day(comps: Components,
     assert failed == ["count", "freshness", "freshness"]
     count = next(c for c in result.checks if c.check == "count")
     assert count.observed == 150
+
+
+async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components,
+                                                               tmp_path: Path) -> None:
+    import asyncio
+
+    from stratacrawl.clean.cleaner import Cleaner
+    from stratacrawl.crawl import crawl
+    from stratacrawl.sim import SimulatorThread
+    from tests.integration.fetch.test_crawl import small_site, sources_for
+
+    specs = small_site(1, 170, backlog=20)
+    with SimulatorThread(specs):
+        sources = sources_for(specs, rate=100.0)
+        await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
+        await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+        await asyncio.sleep(6)                    # nothing new is published meanwhile
+        await comps.discovery.submit(sources.sources[0], [specs[0].base_url + "/list/1"])
+        await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)  # still fetching
+    strict = parse_sources({"sources": [dict(
+        sources_for(specs).model_dump()["sources"][0], freshness="5s")]})
+    (result,) = await validator(comps, tmp_path).validate(strict.sources,
+                                                          [datetime.now(UTC).date()])
+    stale = {c.column for c in result.checks if c.check == "freshness" and not c.success}
+    assert stale == {"record_first_seen_epoch"}   # fetching goes on, new records stopped
+    (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
+    assert "freshness record_first_seen_epoch" in alert.message

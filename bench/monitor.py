@@ -1,0 +1,58 @@
+"""monitor: fetch throughput with monitoring on (live counters and traces per batch) and
+off, same simulator, same sources, same run; ``monitor_overhead_ratio`` = on / off.
+
+Each side crawls a fresh database and Redis DB from scratch (the same work); the order
+alternates over rounds and the best round of each side is kept, so a slow moment of the
+machine does not count against one side.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import uvloop
+
+from bench.figure import Figure
+from bench.servers import bench_components, bench_runtime
+from stratacrawl.crawl import crawl
+from stratacrawl.sim import build_specs
+from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.sim.process import SimulatorProcess
+from stratacrawl.sources import parse_sources
+
+SOURCES = 10
+
+
+async def _once(rt: Any, sources: Any) -> float:
+    async with bench_components(rt) as c:
+        t0 = time.monotonic()
+        report = await crawl(c, sources, until_idle=True, seconds=300)
+        landed = report.writer.landed if report.writer else 0
+        return landed / (time.monotonic() - t0)
+
+
+def run(quick: bool = False) -> Iterator[Figure]:
+    backlog, rounds = (200, 1) if quick else (1000, 2)
+    epoch = "2026-11-30T00:00:00+00:00"
+    with SimulatorProcess("--sources", str(SOURCES), "--seed", "9", "--epoch", epoch,
+                          "--first-host", "180", "--backlog", str(backlog)) as sim:
+        specs = build_specs(SOURCES, 9, epoch=datetime.fromisoformat(epoch), first_host=180,
+                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
+        for spec in specs:
+            spec.backlog = backlog
+        document = sources_document(specs, rate=2000.0, concurrency=8)
+        for entry in document["sources"]:
+            entry["batch_size"] = 100
+        sources = parse_sources(document)
+        best = {True: 0.0, False: 0.0}
+        for r in range(rounds):
+            for monitoring in ((True, False) if r % 2 == 0 else (False, True)):
+                with bench_runtime("monitor", monitoring=monitoring) as rt:
+                    best[monitoring] = max(best[monitoring], uvloop.run(_once(rt, sources)))
+    yield Figure("monitor", "monitor_overhead_ratio", best[True] / best[False], "ratio",
+                 extra={"pages_per_s_on": round(best[True], 1),
+                        "pages_per_s_off": round(best[False], 1), "sources": SOURCES,
+                        "items_per_source": backlog, "rounds": rounds})

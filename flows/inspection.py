@@ -1,0 +1,23 @@
+"""inspection (weekly, seed 002 §6.4): success trends, backlog growth, table growth and a
+disk forecast, worker balance, retries; a Markdown artifact and a file."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prefect import flow
+from prefect.artifacts import acreate_markdown_artifact
+
+from flows.common import runtime
+from stratacrawl.monitor.inspection import inspect
+
+
+@flow(name="inspection", log_prints=True)
+async def inspection() -> str:
+    async with runtime() as (rt, comps):
+        path = await inspect(comps.pool, rt.settings.state_path / "inspection")
+    report = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    await acreate_markdown_artifact(key="stratacrawl-inspection", markdown=report,
+                                    description="Weekly inspection")
+    print(f"inspection report: {path}")
+    return str(path)

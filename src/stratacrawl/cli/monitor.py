@@ -1,0 +1,121 @@
+"""``stratacrawl trace``, ``ops``, ``metrics serve``, ``monitor``, ``inspect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+import uvloop
+from rich.table import Table
+
+from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.errors import StratacrawlError
+from stratacrawl.monitor.evaluate import Evaluation, evaluate
+from stratacrawl.monitor.inspection import inspect
+from stratacrawl.monitor.live import LiveMetrics
+from stratacrawl.monitor.web import serve
+from stratacrawl.session import open_session
+from stratacrawl.sources import SourcesFile, load_sources
+
+SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
+                       help="The sources file.")
+metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics.")
+
+
+def _load(path: Path) -> SourcesFile:
+    try:
+        return load_sources(path)
+    except StratacrawlError as e:
+        fail(e)
+        raise
+
+
+def _run(coro: object) -> object:
+    try:
+        return uvloop.run(coro)  # type: ignore[arg-type]
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    except KeyboardInterrupt:
+        return None
+
+
+def trace_cmd(source: str = typer.Argument(..., help="Source id."),
+              n: int = typer.Option(20, "-n", help="How many requests (at most 100).")) -> None:
+    """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
+
+    async def main() -> list[dict[str, object]]:
+        async with open_session(settings()) as c:
+            return await LiveMetrics(redis=c.redis).trace(source, n)
+
+    rows = _run(main())
+    assert isinstance(rows, list)
+    table = Table(title=f"{source}: last {len(rows)} requests")
+    for col in ("time", "URL", "status", "ms", "bytes", "error", "worker"):
+        table.add_column(col)
+    for t in rows:
+        table.add_row(str(t["at"])[11:23], str(t["url"]), str(t.get("status") or ""),
+                      str(t["ms"]), str(t["bytes"]), str(t.get("error") or ""),
+                      str(t.get("worker") or ""))
+    console.print(table)
+
+
+def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) -> None:
+    parsed = _load(sources)
+    s = settings()
+
+    async def main() -> None:
+        async with open_session(s) as c:
+            console.print(f"{what} on http://127.0.0.1:{port}/ (Ctrl-C stops)")
+            await serve(c, parsed, port=port, evaluate_every_s=evaluate_every,
+                        hold_s=s.alert_hold_s)
+
+    _run(main())
+
+
+def ops_cmd(sources: Path = SOURCES, port: int = typer.Option(8090, help="Port on 127.0.0.1.")
+            ) -> None:
+    """A read-only ops page: sources, status, success, backlog, alerts, validation, traces."""
+    _serve(sources, port, None, "ops page")
+
+
+@metrics_app.command("serve")
+def metrics_serve(sources: Path = SOURCES,
+                  port: int = typer.Option(None, help="Port (default STRATACRAWL_METRICS_PORT)."),
+                  evaluate_every: float = typer.Option(
+                      60.0, help="Evaluate the alert rules every N seconds (0: never).")) -> None:
+    """/metrics in the Prometheus format (the ops page too), evaluating alert rules."""
+    _serve(sources, port or settings().metrics_port, evaluate_every or None, "metrics")
+
+
+def monitor_cmd(sources: Path = SOURCES) -> None:
+    """Evaluate the alert rules once: what fires, what is pending, what resolved."""
+    parsed = _load(sources)
+    s = settings()
+
+    async def main() -> Evaluation:
+        async with open_session(s) as c:
+            return await evaluate(c, parsed, hold_s=s.alert_hold_s)
+
+    ev = _run(main())
+    assert isinstance(ev, Evaluation)
+    for sid, f, alert_id in ev.fired:
+        console.print(f"[red]FIRED[/] {f.level} {f.rule} {sid}: {f.message} (alert {alert_id})")
+    for sid, f, held in ev.pending:
+        console.print(f"pending {f.level} {f.rule} {sid}: {f.message} (held {held:.0f} s)")
+    for sid, rule in ev.resolved:
+        console.print(f"[green]resolved[/] {rule} {sid}")
+    if not (ev.fired or ev.pending or ev.resolved):
+        console.print("no alert condition")
+
+
+def inspect_cmd() -> None:
+    """The weekly inspection now; writes the Markdown report under the state folder."""
+    s = settings()
+
+    async def main() -> Path:
+        async with open_session(s) as c:
+            return await inspect(c.pool, s.state_path / "inspection")
+
+    path = _run(main())
+    console.print(f"inspection report: {path}")

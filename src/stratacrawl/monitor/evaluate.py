@@ -1,0 +1,96 @@
+"""Alert evaluation: findings must hold for ``hold_s`` before they fire (seed 002 §9: three
+minutes), fire once, and resolve when they clear. Pending conditions live in hot (shared
+by every evaluator); fired alerts in cold, with an anomaly snapshot; each change is also
+logged and handed to ``emit`` (the flows pass Prefect's ``emit_event``, so automations and
+notification blocks can route alerts)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from stratacrawl.cold.alerts import raise_alert, resolve_alerts
+from stratacrawl.components import Components
+from stratacrawl.monitor.families import SourceMetrics, collect
+from stratacrawl.monitor.rules import LEVEL_SEVERITY, Finding, findings
+from stratacrawl.monitor.snapshot import capture
+from stratacrawl.sources import SourcesFile
+
+log = logging.getLogger(__name__)
+PENDING = "sc:alerts:pending"
+RULES = ("fetch_stopped", "success_rate", "retry_ratio", "ingest_lag", "latency",
+         "backlog_growing")
+BACKLOG_WINDOW_S = 900
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class Evaluation:
+    metrics: dict[str, SourceMetrics]
+    fired: list[tuple[str, Finding, int]] = field(default_factory=list)   # source, finding, id
+    resolved: list[tuple[str, str]] = field(default_factory=list)         # source, rule
+    pending: list[tuple[str, Finding, float]] = field(default_factory=list)  # held so far (s)
+
+
+def backlog_key(source_id: str) -> str:
+    return f"sc:{{{source_id}}}:backlog"
+
+
+async def _backlog_history(comps: Components, m: SourceMetrics,
+                           now: float) -> list[tuple[float, int]]:
+    key = backlog_key(m.source_id)
+    await comps.redis.zadd(key, {f"{now:.3f}:{m.ledger_backlog}": now})
+    await comps.redis.zremrangebyscore(key, 0, now - BACKLOG_WINDOW_S)
+    await comps.redis.expire(key, BACKLOG_WINDOW_S * 2)
+    raw = await comps.redis.zrange(key, 0, -1)
+    out = []
+    for item in raw:
+        at, n = (item.decode() if isinstance(item, bytes) else str(item)).split(":")
+        out.append((float(at), int(n)))
+    return out
+
+
+async def evaluate(comps: Components, sources: SourcesFile, *, hold_s: float = 180.0,
+                   emit: Emit | None = None, now: float | None = None) -> Evaluation:
+    now = now or time.time()
+    metrics = await collect(comps, sources.ids, now)
+    ev = Evaluation(metrics)
+    for source in sources.sources:
+        m = metrics[source.id]
+        found = {f.rule: f for f in findings(m, source.alerts, now,
+                                             await _backlog_history(comps, m, now))}
+        for rule in RULES:
+            field_name = f"{rule}|{source.id}"
+            f = found.get(rule)
+            if f is None:
+                await comps.redis.hdel(PENDING, field_name)
+                if await resolve_alerts(comps.pool, kind=rule, source_id=source.id):
+                    ev.resolved.append((source.id, rule))
+                    log.info("alert resolved: %s %s", rule, source.id)
+                    if emit:
+                        emit("stratacrawl.alert.resolved", {"rule": rule, "source": source.id})
+                continue
+            await comps.redis.hsetnx(PENDING, field_name, f"{now:.3f}")
+            since = float(await comps.redis.hget(PENDING, field_name) or now)
+            if now - since < hold_s:
+                ev.pending.append((source.id, f, now - since))
+                continue
+            alert_id = await raise_alert(
+                comps.pool, kind=rule, source_id=source.id, message=f.message, level=f.level,
+                severity=LEVEL_SEVERITY[f.level], quiet_for=timedelta(days=3650),
+                details={"value": f.value, "held_s": round(now - since, 1)})
+            if alert_id is None:
+                continue  # already firing: once is enough
+            await capture(comps, source.id, alert_id)
+            ev.fired.append((source.id, f, alert_id))
+            log.warning("alert %s %s: %s", f.level, rule, f.message,
+                        extra={"source_id": source.id, "alert_id": alert_id})
+            if emit:
+                emit("stratacrawl.alert.fired", {"rule": rule, "level": f.level,
+                                                 "source": source.id, "message": f.message,
+                                                 "alert_id": alert_id})
+    return ev

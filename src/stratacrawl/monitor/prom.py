@@ -1,0 +1,71 @@
+"""The seven families in the Prometheus text format (prometheus-client), from a snapshot
+taken at scrape time; ``stratacrawl metrics serve`` exposes it on ``/metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from stratacrawl.monitor.families import SourceMetrics
+
+FAMILIES = (
+    "stratacrawl_scheduling_lag_seconds", "stratacrawl_fetch_success_ratio",
+    "stratacrawl_response_time_seconds", "stratacrawl_queue_backlog",
+    "stratacrawl_ingest_per_minute", "stratacrawl_retry_ratio",
+    "stratacrawl_task_completion_seconds",
+)
+
+
+def _none(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+class SnapshotCollector(Collector):
+    """Yields the families of the latest snapshot (set before each exposition)."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, SourceMetrics] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        lag = GaugeMetricFamily(FAMILIES[0], "Age of the oldest due, unclaimed task",
+                                labels=["source"])
+        due = GaugeMetricFamily("stratacrawl_due_tasks", "Tasks due and not claimed",
+                                labels=["source"])
+        success = GaugeMetricFamily(FAMILIES[1], "Successful fetches / requests, 5 minutes",
+                                    labels=["source"])
+        latency = GaugeMetricFamily(FAMILIES[2], "Response time, 5 minutes and baseline hour",
+                                    labels=["source", "stat"])
+        backlog = GaugeMetricFamily(FAMILIES[3], "Ready tasks", labels=["source", "where"])
+        ingest = GaugeMetricFamily(FAMILIES[4], "Pages fetched, rows staged, records committed",
+                                   labels=["source", "stage"])
+        retry = GaugeMetricFamily(FAMILIES[5], "Level-1 retries per request, 5 minutes",
+                                  labels=["source"])
+        done = GaugeMetricFamily(FAMILIES[6], "Task created → record committed, last hour",
+                                 labels=["source", "quantile"])
+        for sid, m in sorted(self.snapshot.items()):
+            lag.add_metric([sid], m.lag_s)
+            due.add_metric([sid], m.due_tasks)
+            success.add_metric([sid], _none(m.window.success_rate))
+            w, b = m.window, m.baseline
+            latency.add_metric([sid, "mean"], _none(w.mean_ms and w.mean_ms / 1000))
+            p99 = w.quantile_ms(0.99)
+            latency.add_metric([sid, "p99"], _none(p99 and p99 / 1000))
+            latency.add_metric([sid, "baseline_mean"], _none(b.mean_ms and b.mean_ms / 1000))
+            backlog.add_metric([sid, "hot"], m.hot_backlog)
+            backlog.add_metric([sid, "ledger"], m.ledger_backlog)
+            ingest.add_metric([sid, "fetched"], m.fetched_per_min)
+            ingest.add_metric([sid, "staged"], m.staged_per_min)
+            ingest.add_metric([sid, "records"], m.records_per_min)
+            retry.add_metric([sid], _none(w.retry_ratio))
+            done.add_metric([sid, "0.5"], _none(m.completion_p50_s))
+            done.add_metric([sid, "0.99"], _none(m.completion_p99_s))
+        yield from (lag, due, success, latency, backlog, ingest, retry, done)
+
+
+def registry() -> tuple[CollectorRegistry, SnapshotCollector]:
+    reg = CollectorRegistry()
+    collector = SnapshotCollector()
+    reg.register(collector)
+    return reg, collector

@@ -1,0 +1,73 @@
+"""Alert rules: pure functions from a source's metrics to findings with a level.
+
+Levels (seed 002 §9): P0 data stopped, P1 part of the pipeline failing, P2 degradation,
+P3 risk. Thresholds come from the source (``alerts:`` in sources.yaml); holding and
+firing are the evaluator's job.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stratacrawl.monitor.families import WINDOW_MIN, SourceMetrics
+from stratacrawl.sources import AlertThresholds, parse_duration
+
+LEVEL_SEVERITY = {"P0": "critical", "P1": "critical", "P2": "warning", "P3": "info"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    level: str
+    message: str
+    value: float
+
+
+def findings(m: SourceMetrics, t: AlertThresholds, now: float,
+             backlog_history: Sequence[tuple[float, int]] = ()) -> list[Finding]:
+    out: list[Finding] = []
+    sid, w, b = m.source_id, m.window, m.baseline
+    stopped = parse_duration(t.stopped_after).total_seconds()
+    silent_s = now - m.last_success_at if m.last_success_at else float("inf")
+    if m.due_tasks > 0 and m.lag_s > stopped and silent_s > stopped:
+        out.append(Finding("fetch_stopped", "P0",
+                           f"{sid}: no successful fetch for {min(silent_s, 1e9) / 60:.0f} min "
+                           f"while {m.due_tasks} tasks are due (oldest {m.lag_s / 60:.0f} min)",
+                           m.lag_s))
+    if w.requests >= t.min_requests and w.success_rate is not None:
+        rate = w.success_rate
+        if rate < t.success_severe:
+            out.append(Finding("success_rate", "P1", f"{sid}: fetch success {rate:.1%} "
+                               f"< {t.success_severe:.0%} over {WINDOW_MIN} min", rate))
+        elif rate < t.success_alert:
+            out.append(Finding("success_rate", "P2", f"{sid}: fetch success {rate:.1%} "
+                               f"< {t.success_alert:.0%} over {WINDOW_MIN} min", rate))
+        if w.retry_ratio is not None and w.retry_ratio > t.retry_ratio:
+            out.append(Finding("retry_ratio", "P2", f"{sid}: {w.retry_ratio:.1%} of requests "
+                               f"retried (> {t.retry_ratio:.0%})", w.retry_ratio))
+        if m.staged_per_min < t.ingest_ratio * m.ok_per_min:
+            out.append(Finding("ingest_lag", "P1",
+                               f"{sid}: staging takes {m.staged_per_min:.0f} pages/min for "
+                               f"{m.ok_per_min:.0f} fetched: ingest diverges from fetch",
+                               m.staged_per_min))
+    if (w.requests >= t.min_requests and b.requests >= t.min_requests and w.mean_ms
+            and b.mean_ms):
+        ratio = w.mean_ms / b.mean_ms
+        if ratio >= t.latency_intervene:
+            out.append(Finding("latency", "P1", f"{sid}: mean response {w.mean_ms:.0f} ms, "
+                               f"{ratio:.1f}x the hour before", ratio))
+        elif ratio >= t.latency_attention:
+            out.append(Finding("latency", "P2", f"{sid}: mean response {w.mean_ms:.0f} ms, "
+                               f"{ratio:.1f}x the hour before", ratio))
+    if len(backlog_history) >= 3:
+        values = [v for _, v in backlog_history]
+        growing = all(b2 >= b1 for b1, b2 in itertools.pairwise(values))
+        if growing and values[0] > 0 and values[-1] >= values[0] * (1 + t.backlog_growth) \
+                and values[-1] >= 100:
+            out.append(Finding("backlog_growing", "P3",
+                               f"{sid}: backlog {values[0]} → {values[-1]} in "
+                               f"{(backlog_history[-1][0] - backlog_history[0][0]) / 60:.0f} min",
+                               float(values[-1])))
+    return out

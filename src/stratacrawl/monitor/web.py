@@ -1,0 +1,167 @@
+"""The read-only ops page and the Prometheus endpoint, one small aiohttp app.
+
+``/`` sources with status, success rate, backlog, last success, open alerts, the last
+validation with its Data Docs link; ``/source/<id>`` that source's last 100 requests and
+alerts; ``/metrics`` the seven families. Pages are rendered on the server (no scripts):
+they open anywhere, offline included. Optionally evaluates the alert rules periodically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from html import escape
+
+from aiohttp import web
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from stratacrawl.cold.alerts import Alert, open_alerts
+from stratacrawl.components import Components
+from stratacrawl.monitor.evaluate import evaluate
+from stratacrawl.monitor.families import SourceMetrics, collect
+from stratacrawl.monitor.live import LiveMetrics
+from stratacrawl.monitor.prom import registry
+from stratacrawl.sources import SourcesFile
+
+log = logging.getLogger(__name__)
+STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:"
+         "collapse}td,th{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left}"
+         ".ok{color:#080}.warn{color:#b60}.bad{color:#c00}.idle{color:#888}")
+
+
+def _age(epoch: float | None, now: float) -> str:
+    if epoch is None:
+        return "never"
+    s = now - epoch
+    return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else \
+        f"{s / 3600:.1f} h ago"
+
+
+def status(m: SourceMetrics, alerts: list[Alert]) -> tuple[str, str]:
+    if any(a.level in ("P0", "P1") or a.severity == "critical" for a in alerts):
+        return "alerting", "bad"
+    if alerts:
+        return "degraded", "warn"
+    if m.window.requests == 0:
+        return "idle", "idle"
+    return "ok", "ok"
+
+
+def _page(title: str, body: str) -> web.Response:
+    html = (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{body}"
+            f"<p><small>rendered {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC</small></p></body></html>")
+    return web.Response(text=html, content_type="text/html")
+
+
+class OpsApp:
+    def __init__(self, comps: Components, sources: SourcesFile, *,
+                 evaluate_every_s: float | None = None, hold_s: float = 180.0) -> None:
+        self.comps = comps
+        self.sources = sources
+        self.evaluate_every_s = evaluate_every_s
+        self.hold_s = hold_s
+        self.registry, self.collector = registry()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self.index)
+        app.router.add_get("/source/{source_id}", self.source)
+        app.router.add_get("/metrics", self.metrics)
+        app.cleanup_ctx.append(self._evaluator)
+        return app
+
+    async def _evaluator(self, _: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._evaluate_loop()) if self.evaluate_every_s else None
+        yield
+        if task:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _evaluate_loop(self) -> None:
+        assert self.evaluate_every_s
+        while True:
+            try:
+                await evaluate(self.comps, self.sources, hold_s=self.hold_s)
+            except Exception as e:  # a tier hiccup: the next round tries again
+                log.warning("monitor: evaluation failed: %s", e)
+            await asyncio.sleep(self.evaluate_every_s)
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        self.collector.snapshot = await collect(self.comps, self.sources.ids)
+        return web.Response(body=generate_latest(self.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _validations(self) -> dict[str, tuple[bool, str, str | None]]:
+        async with self.comps.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT ON (source_id) source_id, success, day::text, data_docs "
+                "FROM validation_results ORDER BY source_id, run_at DESC")
+            return {sid: (ok, day, docs) for sid, ok, day, docs in await cur.fetchall()}
+
+    async def index(self, _: web.Request) -> web.Response:
+        now = time.time()
+        metrics = await collect(self.comps, self.sources.ids)
+        alerts = await open_alerts(self.comps.pool)
+        checks = await self._validations()
+        rows = []
+        for sid in self.sources.ids:
+            m, mine = metrics[sid], [a for a in alerts if a.source_id == sid]
+            label, css = status(m, mine)
+            rate = m.window.success_rate
+            check = checks.get(sid)
+            check_html = "-" if check is None else (
+                f"{'pass' if check[0] else 'FAIL'} ({check[1]})"
+                + (f" <a href='{escape(check[2])}'>Data Docs</a>" if check[2] else ""))
+            rows.append(
+                f"<tr data-source='{escape(sid)}'><td><a href='/source/{escape(sid)}'>{escape(sid)}"
+                f"</a></td><td class='status {css}'>{label}</td>"
+                f"<td class='success'>{'-' if rate is None else f'{rate:.1%}'}</td>"
+                f"<td class='requests'>{m.window.requests}</td>"
+                f"<td class='backlog'>{m.ledger_backlog}</td><td class='hot'>{m.hot_backlog}</td>"
+                f"<td class='last-success'>{_age(m.last_success_at, now)}</td>"
+                f"<td class='alerts'>{len(mine)}</td><td class='validation'>{check_html}</td></tr>")
+        alert_rows = "".join(
+            f"<li class='{'bad' if a.severity == 'critical' else 'warn'}'>{a.level or a.severity} "
+            f"{escape(a.kind)} {escape(a.source_id or '')}: {escape(a.message)} "
+            f"<small>{a.raised_at:%H:%M:%S}</small></li>" for a in alerts)
+        body = ("<table><tr><th>source</th><th>status</th><th>success (5 min)</th>"
+                "<th>requests (5 min)</th><th>backlog</th><th>hot window</th><th>last success</th>"
+                "<th>open alerts</th><th>last validation</th></tr>" + "".join(rows) + "</table>"
+                f"<h2>Open alerts ({len(alerts)})</h2><ul>{alert_rows or '<li>none</li>'}</ul>")
+        return _page("Stratacrawl ops", body)
+
+    async def source(self, request: web.Request) -> web.Response:
+        sid = request.match_info["source_id"]
+        if sid not in self.sources.ids:
+            raise web.HTTPNotFound(text=f"no source {sid!r}")
+        trace = await LiveMetrics(redis=self.comps.redis).trace(sid)
+        rows = "".join(
+            f"<tr class='{'bad' if t.get('error') else ''}'><td>{escape(str(t['at']))}</td>"
+            f"<td>{escape(str(t['url']))}</td><td>{t.get('status') or ''}</td><td>{t['ms']}</td>"
+            f"<td>{t['bytes']}</td><td>{escape(str(t.get('error') or ''))}</td>"
+            f"<td>{escape(str(t.get('worker') or ''))}</td></tr>" for t in trace)
+        body = (f"<p><a href='/'>all sources</a></p><h2>Last {len(trace)} requests</h2><table>"
+                "<tr><th>time</th><th>URL</th><th>status</th><th>ms</th><th>bytes</th><th>error</th>"
+                f"<th>worker</th></tr>{rows}</table>")
+        return _page(f"Source {sid}", body)
+
+
+async def serve(comps: Components, sources: SourcesFile, *, host: str = "127.0.0.1",
+                port: int = 8090, evaluate_every_s: float | None = None, hold_s: float = 180.0,
+                stop: asyncio.Event | None = None) -> None:
+    """Serve until ``stop`` is set (or forever)."""
+    runner = web.AppRunner(OpsApp(comps, sources, evaluate_every_s=evaluate_every_s,
+                                  hold_s=hold_s).app())
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    try:
+        await (stop or asyncio.Event()).wait()
+    finally:
+        await runner.cleanup()

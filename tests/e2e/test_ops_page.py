@@ -1,0 +1,57 @@
+"""The ops page in headless Chromium during a crawl of the simulator, its figures checked
+against the database and the hot tier."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from stratacrawl.components import Components
+from stratacrawl.crawl import crawl
+from stratacrawl.monitor.families import collect
+from stratacrawl.monitor.web import serve
+from stratacrawl.services.embedded import free_port
+from stratacrawl.sim import SimulatorThread
+from tests.helpers import dump_dom, require_chromium
+from tests.integration.fetch.test_crawl import small_site, sources_for
+
+pytestmark = pytest.mark.e2e
+
+
+def cells(dom: str, source_id: str) -> dict[str, str]:
+    row = re.search(rf"<tr data-source=\"{re.escape(source_id)}\">(.*?)</tr>", dom, re.S)
+    assert row, f"no row for {source_id}"
+    return {m.group(1).split()[0]: re.sub(r"<[^>]+>", "", m.group(2)).strip()
+            for m in re.finditer(r"<td class=\"([^\"]+)\">(.*?)</td>", row.group(1), re.S)}
+
+
+async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Path) -> None:
+    require_chromium()
+    specs = small_site(2, 160, backlog=40)
+    port = free_port()
+    stop = asyncio.Event()
+    with SimulatorThread(specs):
+        sources = sources_for(specs, rate=15.0)
+        server = asyncio.create_task(serve(comps, sources, port=port, stop=stop))
+        crawling = asyncio.create_task(crawl(comps, sources, until_idle=True, seconds=120,
+                                             flush_s=0.3))
+        await asyncio.sleep(3)
+        during = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/", tmp_path / "c1")
+        assert all(f'data-source="{s.id}"' in during for s in specs)
+        await crawling
+        after = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/", tmp_path / "c2")
+        truth = await collect(comps, sources.ids)
+        for s in specs:
+            row, m = cells(after, s.id), truth[s.id]
+            assert row["requests"] == str(m.window.requests) and m.window.requests > 0
+            assert row["backlog"] == str(m.ledger_backlog)
+            assert row["success"] == f"{m.window.success_rate:.1%}"
+            assert row["status"] == "ok" and row["alerts"] == "0"
+        page = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/source/{specs[0].id}",
+                                       tmp_path / "c3")
+        assert page.count("<tr") - 1 == min(100, truth[specs[0].id].window.requests)
+        stop.set()
+        await server
