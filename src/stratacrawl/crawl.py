@@ -22,6 +22,7 @@ from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
@@ -173,11 +174,16 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                 return False
 
         discoverer = asyncio.create_task(discover_loop())
+        port = comps.runtime.settings.worker_metrics_port
+        exporter = asyncio.create_task(serve_metrics(comps, sources, port=port, stop=stop)) \
+            if port else None
         try:
             await worker.run(until_idle=until_idle, seconds=seconds, idle_check=idle)
         finally:
             stop.set()
             await discoverer
+            if exporter is not None:
+                await exporter
     report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
     report.demoted += (await demote_safe(comps)).rows
     report.seconds = time.monotonic() - t0

@@ -49,7 +49,8 @@ class Settings(BaseSettings):
     # Monitoring: live counters and traces per batch (off only to measure its cost).
     monitoring: bool = True
     alert_hold_s: float = Field(default=180.0, ge=0)
-    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    metrics_port: int = Field(default=9464, ge=0, le=65535)       # `metrics serve`
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)   # a crawl's own /metrics
     # Validation: committed suites, the folder of the Great Expectations project (its
     # results store, under ``gx/``) and where Data Docs are written (``None`` = under the
     # state folder).
