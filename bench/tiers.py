@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import uvloop
 from elasticsearch.helpers import async_bulk
@@ -59,7 +60,8 @@ async def _measure(n: int) -> dict[str, float]:
 
 async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float]:  # type: ignore[type-arg]
     sample = random.Random(7).sample([r[2] for r in rows], 200)
-    args = {"hot": c.hot_urls, "es": c.es, "layout": c.runtime.layout, "pool": c.pool}
+    args: dict[str, Any] = {"hot": c.hot_urls, "es": c.es, "layout": c.runtime.layout,
+                            "pool": c.pool}
     before = {u: (await lookup(u, **args)) for u in sample}
     stop = asyncio.Event()
     checked = wrong = 0
