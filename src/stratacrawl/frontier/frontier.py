@@ -16,7 +16,7 @@ from typing import Literal
 from psycopg import AsyncConnection
 
 from stratacrawl.frontier.hot_queue import HotQueue
-from stratacrawl.frontier.ledger import Ledger
+from stratacrawl.frontier.ledger import Ledger, ReadyCursor
 from stratacrawl.frontier.tasks import Batch, NewTask, Outcome
 
 LEVEL2_DELAY = timedelta(minutes=15)
@@ -32,6 +32,7 @@ class Frontier:
         self.hot = hot
         self.lease = lease
         self.refill_horizon = refill_horizon
+        self._cursor: dict[str, ReadyCursor] = {}  # per source: where the last refill stopped
 
     async def add(self, tasks: Sequence[NewTask],
                   on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
@@ -41,11 +42,22 @@ class Frontier:
                 await self.refill(source_id, force=True)
         return n
 
-    async def refill(self, source_id: str, force: bool = False) -> int:
-        """Top the hot window up from the ledger when it is below half (or when forced)."""
+    async def refill(self, source_id: str, force: bool = False, *, resume: bool = False) -> int:
+        """Top the hot window up from the ledger when it is below half (or when forced).
+
+        ``resume`` continues after the task the previous refill of this process stopped at
+        (claims do: the window holds what came before); a page shorter than the window means
+        the end was reached, and the next refill starts from the top again, where new, retried
+        and re-armed tasks are. Urgent work, reclaims and recovery refill from the top."""
         if not force and await self.hot.size(source_id) >= self.hot.window // 2:
             return 0
-        items = await self.ledger.ready_ids(source_id, self.hot.window, self.refill_horizon)
+        after = self._cursor.get(source_id) if resume else None
+        items, cursor = await self.ledger.ready_page(source_id, self.hot.window,
+                                                     self.refill_horizon, after)
+        if cursor is None or len(items) < self.hot.window:
+            self._cursor.pop(source_id, None)
+        else:
+            self._cursor[source_id] = cursor
         await self.hot.push(source_id, items)
         return len(items)
 
@@ -57,7 +69,7 @@ class Frontier:
             ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
             if left < self.hot.window // 2 and not refilled:
                 refilled = True
-                await self.refill(source_id, force=True)
+                await self.refill(source_id, force=True, resume=True)
                 if not ids:
                     continue  # the window was empty: pop again from what the refill brought
             if not ids:

@@ -19,6 +19,7 @@ from stratacrawl.frontier.tasks import ClaimedTask, NewTask, Outcome, TaskState
 _CLAIM_COLUMNS = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
                   "lease_expires_at, trace_id")
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
+ReadyCursor = tuple[int, datetime, int]   # (-priority, due_at, id) of the last task read
 
 
 def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-arg]
@@ -87,12 +88,25 @@ class Ledger:
     async def ready_ids(self, source_id: str, limit: int,
                         horizon: timedelta = timedelta(0)) -> list[tuple[int, int, float]]:
         """(id, priority, due epoch) of tasks due within ``horizon``, best first."""
+        return (await self.ready_page(source_id, limit, horizon))[0]
+
+    async def ready_page(self, source_id: str, limit: int, horizon: timedelta = timedelta(0),
+                         after: ReadyCursor | None = None
+                         ) -> tuple[list[tuple[int, int, float]], ReadyCursor | None]:
+        """Like ``ready_ids``, continuing after ``after`` (keyset over the ready index: dead
+        entries of claimed tasks at its head are not read again); returns the page and the
+        cursor of its last task (``None`` when the page is empty)."""
+        keyset = "AND (-priority, due_at, id) > (%s, %s, %s) " if after else ""
+        params: tuple[object, ...] = (source_id, horizon, *(after or ()), limit)
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                f"SELECT id, priority, extract(epoch FROM due_at) FROM tasks WHERE source_id = %s "
-                f"AND {_READY} AND due_at <= now() + %s ORDER BY priority DESC, due_at LIMIT %s",
-                (source_id, horizon, limit))
-            return [(int(i), int(p), float(d)) for i, p, d in await cur.fetchall()]
+                f"SELECT id, priority, extract(epoch FROM due_at), due_at FROM tasks "
+                f"WHERE source_id = %s AND {_READY} AND due_at <= now() + %s {keyset}"
+                f"ORDER BY -priority, due_at, id LIMIT %s", params)
+            rows = await cur.fetchall()
+        page = [(int(i), int(p), float(d)) for i, p, d, _ in rows]
+        last = rows[-1] if rows else None
+        return page, ((-int(last[1]), last[3], int(last[0])) if last else None)
 
     async def claim_ids(self, ids: Sequence[int], owner: str, lease: timedelta,
                         batch_id: str | None = None) -> list[ClaimedTask]:

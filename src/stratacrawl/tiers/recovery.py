@@ -39,7 +39,7 @@ class RecoveryReport:
 
 
 async def sources_with_ready_work(comps: Components) -> list[str]:
-    """Distinct sources with ready tasks by a skip scan of the ``tasks_ready`` index (one
+    """Distinct sources with ready tasks by a skip scan of the ready index (one
     probe per source, not a scan of millions of tasks)."""
     async with comps.pool.connection() as conn:
         cur = await conn.execute(

@@ -88,6 +88,8 @@ async def test_count_and_freshness_fail_on_a_thin_stale_day(comps: Components,
     sources = parse_sources({"sources": [doc]})
     v = validator(comps, tmp_path)
     await land(comps, sources.sources[0], 150)
+    async with comps.pool.connection() as conn:  # landed five minutes ago, like the fetch
+        await conn.execute("UPDATE records SET created_at = now() - interval '5 minutes'")
     (result,) = await v.validate(sources.sources, [datetime.now(UTC).date()])
     failed = sorted(c.check for c in result.checks if not c.success)
     assert failed == ["count", "freshness", "freshness"]
