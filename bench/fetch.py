@@ -22,12 +22,9 @@ import uvloop
 from bench.figure import Figure
 from bench.load import aiohttp_ceiling
 from bench.servers import bench_components, bench_runtime
+from bench.site import simulated_site
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.tasks import NewTask, TaskState
-from stratacrawl.sim import build_specs
-from stratacrawl.sim.crawl_config import sources_document
-from stratacrawl.sim.process import SimulatorProcess
-from stratacrawl.sources import parse_sources
 from stratacrawl.staging.rows import COLUMNS, TYPES, StagedFetch, ensure_partitions, land, make_row
 
 SOURCES = 20
@@ -94,17 +91,7 @@ def _lease() -> Any:
 def run(quick: bool = False) -> Iterator[Figure]:
     seconds = 30.0 if quick else 120.0
     backlog = 300 if quick else 3000
-    epoch = "2026-11-30T00:00:00+00:00"
-    with SimulatorProcess("--sources", str(SOURCES), "--seed", "7", "--epoch", epoch,
-                          "--first-host", "150", "--backlog", str(backlog)) as sim:
-        specs = build_specs(SOURCES, 7, epoch=datetime.fromisoformat(epoch), first_host=150,
-                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
-        for spec in specs:
-            spec.backlog = backlog
-        document = sources_document(specs, rate=2000.0, concurrency=8)
-        for entry in document["sources"]:
-            entry["batch_size"] = 100
-        sources = parse_sources(document)
+    with simulated_site(SOURCES, 7, first_host=150, backlog=backlog) as (sim, sources):
         with bench_runtime("fetch") as rt:
             rate, landed, elapsed = uvloop.run(_crawl(rt, sources, seconds))
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 import uvloop
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
+from bench.site import simulated_site
 from stratacrawl.crawl import crawl
-from stratacrawl.sim import build_specs
-from stratacrawl.sim.crawl_config import sources_document
-from stratacrawl.sim.process import SimulatorProcess
-from stratacrawl.sources import parse_sources
 
 SOURCES = 10
 
@@ -39,17 +35,7 @@ async def _once(rt: Any, sources: Any, seconds: float) -> float:
 
 def run(quick: bool = False) -> Iterator[Figure]:
     backlog, rounds, seconds = (400, 1, 10.0) if quick else (1500, 3, 20.0)
-    epoch = "2026-11-30T00:00:00+00:00"
-    with SimulatorProcess("--sources", str(SOURCES), "--seed", "9", "--epoch", epoch,
-                          "--first-host", "180", "--backlog", str(backlog)) as sim:
-        specs = build_specs(SOURCES, 9, epoch=datetime.fromisoformat(epoch), first_host=180,
-                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
-        for spec in specs:
-            spec.backlog = backlog
-        document = sources_document(specs, rate=2000.0, concurrency=8)
-        for entry in document["sources"]:
-            entry["batch_size"] = 100
-        sources = parse_sources(document)
+    with simulated_site(SOURCES, 9, first_host=180, backlog=backlog) as (_, sources):
         best = {True: 0.0, False: 0.0}
         with bench_runtime("monitor") as rt:  # warm-up: every page rendered and cached
             uvloop.run(_once(rt, sources, seconds))

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -60,3 +61,14 @@ def dump_dom(page: Path | str, profile: Path) -> str:
          "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def tier_env(comps: Any, state_dir: Path) -> dict[str, str]:
+    """Environment for a ``stratacrawl`` subprocess on the same tiers as ``comps``."""
+    ep = comps.runtime.endpoints
+    return {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
+            "STRATACRAWL_DATABASE_URL": ep.database_url,
+            "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
+            "STRATACRAWL_ES_PLAIN_JSON": "true" if comps.runtime.es_plain_json else "false",
+            "STRATACRAWL_ES_INDEX_PREFIX": comps.runtime.layout.prefix,
+            "STRATACRAWL_STATE_DIR": str(state_dir)}

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Coroutine
+from typing import Any, NoReturn, TypeVar
 
+import uvloop
 from rich.console import Console
 
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.settings import Settings
 
+T = TypeVar("T")
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -21,6 +25,18 @@ def settings() -> Settings:
         sys.exit(2)
 
 
-def fail(e: StratacrawlError | str, code: int = 1) -> None:
+def fail(e: StratacrawlError | str, code: int = 1) -> NoReturn:
     err.print(f"[red]error:[/] {e}")
     sys.exit(code)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine on uvloop; a Stratacrawl error ends the command with its
+    message (exit 1), Ctrl-C quietly (exit 130)."""
+    try:
+        return uvloop.run(coro)
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)

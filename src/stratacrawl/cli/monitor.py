@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import uvloop
 from rich.table import Table
 
-from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.common import console, fail, run, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.monitor.evaluate import Evaluation, evaluate
 from stratacrawl.monitor.inspection import inspect
@@ -30,16 +29,6 @@ def _load(path: Path) -> SourcesFile:
         raise
 
 
-def _run(coro: object) -> object:
-    try:
-        return uvloop.run(coro)  # type: ignore[arg-type]
-    except StratacrawlError as e:
-        fail(e)
-        raise
-    except KeyboardInterrupt:
-        return None
-
-
 def trace_cmd(source: str = typer.Argument(..., help="Source id."),
               n: int = typer.Option(20, "-n", help="How many requests (at most 100).")) -> None:
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
@@ -48,8 +37,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
         async with open_session(settings()) as c:
             return await LiveMetrics(redis=c.redis).trace(source, n)
 
-    rows = _run(main())
-    assert isinstance(rows, list)
+    rows = run(main())
     table = Table(title=f"{source}: last {len(rows)} requests")
     for col in ("time", "URL", "status", "ms", "bytes", "error", "worker"):
         table.add_column(col)
@@ -70,7 +58,7 @@ def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) ->
             await serve(c, parsed, port=port, evaluate_every_s=evaluate_every,
                         hold_s=s.alert_hold_s)
 
-    _run(main())
+    run(main())
 
 
 def ops_cmd(sources: Path = SOURCES, port: int = typer.Option(8090, help="Port on 127.0.0.1.")
@@ -97,8 +85,7 @@ def monitor_cmd(sources: Path = SOURCES) -> None:
         async with open_session(s) as c:
             return await evaluate(c, parsed, hold_s=s.alert_hold_s)
 
-    ev = _run(main())
-    assert isinstance(ev, Evaluation)
+    ev = run(main())
     for sid, f, alert_id in ev.fired:
         console.print(f"[red]FIRED[/] {f.level} {f.rule} {sid}: {f.message} (alert {alert_id})")
     for sid, f, held in ev.pending:
@@ -117,5 +104,5 @@ def inspect_cmd() -> None:
         async with open_session(s) as c:
             return await inspect(c.pool, s.state_path / "inspection")
 
-    path = _run(main())
+    path = run(main())
     console.print(f"inspection report: {path}")

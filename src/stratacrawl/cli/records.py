@@ -7,11 +7,10 @@ from datetime import date
 from pathlib import Path
 
 import typer
-import uvloop
 from rich.table import Table
 
 from stratacrawl.clean.cleaner import Cleaner, CleanReport, clean_staged
-from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.common import console, fail, run, settings
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.export import export_records
@@ -79,11 +78,7 @@ def clean_cmd(
                                         source_ids=[source] if source else None)
             return reset, report
 
-    try:
-        reset, report = uvloop.run(main())
-    except StratacrawlError as e:
-        fail(e)
-        raise
+    reset, report = run(main())
     if reclean:
         console.print(f"re-cleaning {reset} page(s) of {source} on {when}")
     console.print(clean_table(report))
@@ -126,11 +121,7 @@ def validate_cmd(
             v = Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
             return await v.validate(chosen, day_list)
 
-    try:
-        results = uvloop.run(main())
-    except StratacrawlError as e:
-        fail(e)
-        raise
+    results = run(main())
     console.print(results_table(results))
     if not all(r.success for r in results):
         raise typer.Exit(1)
@@ -153,11 +144,7 @@ def export_cmd(
                                         until=_day(until) if until else None,
                                         fmt=fmt, out=out, field_types=types)  # type: ignore[arg-type]
 
-    try:
-        n = uvloop.run(main())
-    except StratacrawlError as e:
-        fail(e)
-        raise
+    n = run(main())
     if out is not None:
         console.print(f"exported {n} record(s) of {source} to {out}")
 
@@ -190,7 +177,4 @@ def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind.")) ->
                           a.message)
         console.print(table)
 
-    try:
-        uvloop.run(main())
-    except StratacrawlError as e:
-        fail(e)
+    run(main())

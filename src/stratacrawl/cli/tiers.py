@@ -6,10 +6,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import typer
-import uvloop
 from rich.table import Table
 
-from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.common import console, fail, run, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.session import open_session
 from stratacrawl.sources import snapshot_source_ids
@@ -17,14 +16,6 @@ from stratacrawl.tiers.compensation import SourceCompensation, compensate
 from stratacrawl.tiers.lookup import URLFacts, lookup
 from stratacrawl.tiers.recovery import RecoveryReport, recover
 from stratacrawl.tiers.sinking import SinkReport, sink
-
-
-def _run(main: object) -> object:
-    try:
-        return uvloop.run(main)  # type: ignore[arg-type]
-    except StratacrawlError as e:
-        fail(e)
-        raise
 
 
 def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized).")) -> None:
@@ -35,10 +26,9 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
             return await lookup(url, hot=c.hot_urls, es=c.es, layout=c.runtime.layout,
                                 pool=c.pool)
 
-    facts = _run(main())
+    facts = run(main())
     if facts is None:
         fail(f"unknown URL: {url}")
-    assert isinstance(facts, URLFacts)
     for k, v in {**facts.same_facts(), "tier": facts.tier, "in_hot": facts.in_hot}.items():
         console.print(f"{k:<14} {v}")
 
@@ -50,8 +40,7 @@ def recover_cmd() -> None:
         async with open_session(settings()) as c:
             return await recover(c)
 
-    report = _run(main())
-    assert isinstance(report, RecoveryReport)
+    report = run(main())
     for line in report.lines():
         console.print(line)
     console.print(f"recovered in {report.seconds:.2f} s; fetching could resume after "
@@ -74,8 +63,7 @@ def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
                               warm_retention=timedelta(days=s.warm_retention_days),
                               staging_days=s.staging_retention_days, snapshot_sources=snapshots)
 
-    r = _run(main())
-    assert isinstance(r, SinkReport)
+    r = run(main())
     console.print(f"demoted (backfill) {r.demoted.rows}; hot access written back "
                   f"{r.access_written_back}; warm → cold {r.warm_deleted} documents, "
                   f"{r.warm_refreshed} refreshed; indices dropped {len(r.indices_dropped)}, "
@@ -96,8 +84,7 @@ def compensate_cmd(after_h: float | None = typer.Option(
             return await compensate(c, overdue_after=timedelta(
                 hours=after_h if after_h is not None else s.compensate_after_h))
 
-    report = _run(main())
-    assert isinstance(report, dict)
+    report = run(main())
     table = Table(title="compensation")
     for col in ("source", "reclaimed", "rescheduled", "released", "unfinished", "failed 24 h"):
         table.add_column(col)

@@ -22,6 +22,7 @@ from stratacrawl.services.resolve import _ensure_database
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
+from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -81,13 +82,7 @@ async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
         sources_file = tmp_path / "sources.yaml"
         doc = sources_document(specs, rate=4.0, concurrency=2)  # ~15 s of crawling
         sources_file.write_text(yaml.safe_dump(doc))
-        ep = comps.runtime.endpoints
-        env = {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
-               "STRATACRAWL_DATABASE_URL": ep.database_url,
-               "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
-               "STRATACRAWL_ES_PLAIN_JSON": "true" if comps.runtime.es_plain_json else "false",
-               "STRATACRAWL_ES_INDEX_PREFIX": comps.runtime.layout.prefix,
-               "STRATACRAWL_STATE_DIR": str(tmp_path / "state")}
+        env = tier_env(comps, tmp_path / "state")
         proc = subprocess.Popen([sys.executable, "-m", "stratacrawl", "crawl", "--sources",
                                  str(sources_file)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)

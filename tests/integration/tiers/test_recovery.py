@@ -22,6 +22,7 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.recovery import recover
 from stratacrawl.urls import fingerprint
+from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -94,13 +95,7 @@ async def test_kill_9_at_random_points_twenty_times(comps: Components, tmp_path:
         doc = sources_document(specs, rate=6.0, concurrency=2)
         sources_file = tmp_path / "sources.yaml"
         sources_file.write_text(yaml.safe_dump(doc))
-        ep = comps.runtime.endpoints
-        env = {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
-               "STRATACRAWL_DATABASE_URL": ep.database_url,
-               "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
-               "STRATACRAWL_ES_PLAIN_JSON": "true" if comps.runtime.es_plain_json else "false",
-               "STRATACRAWL_ES_INDEX_PREFIX": comps.runtime.layout.prefix,
-               "STRATACRAWL_STATE_DIR": str(tmp_path / "state")}
+        env = tier_env(comps, tmp_path / "state")
         kills = 0
         for i in range(20):
             command = ["clean"] if i % 4 == 3 else ["crawl"]

@@ -1,0 +1,30 @@
+"""A simulator process of ``n`` sources and the sources file a crawler would use for it
+(fast settings: rate 2,000/s, 8 batches at once, batches of 100) — shared by benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+
+from stratacrawl.sim import build_specs
+from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.sim.process import SimulatorProcess
+from stratacrawl.sources import SourcesFile, parse_sources
+
+EPOCH = "2026-11-30T00:00:00+00:00"
+
+
+@contextlib.contextmanager
+def simulated_site(n: int, seed: int, *, first_host: int,
+                   backlog: int) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+    with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", EPOCH,
+                          "--first-host", str(first_host), "--backlog", str(backlog)) as sim:
+        specs = build_specs(n, seed, epoch=datetime.fromisoformat(EPOCH), first_host=first_host,
+                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
+        for spec in specs:
+            spec.backlog = backlog
+        document = sources_document(specs, rate=2000.0, concurrency=8)
+        for entry in document["sources"]:
+            entry["batch_size"] = 100
+        yield sim, parse_sources(document)
