@@ -129,7 +129,7 @@ class Ledger:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "WITH picked AS (SELECT id FROM tasks WHERE source_id = %s AND "
-                f"{_READY} AND due_at <= now() ORDER BY priority DESC, due_at LIMIT %s "
+                f"{_READY} AND due_at <= now() ORDER BY -priority, due_at, id LIMIT %s "
                 "FOR UPDATE SKIP LOCKED) UPDATE tasks t SET state = 'LEASED', lease_owner = %s, "
                 "lease_expires_at = now() + %s, batch_id = %s, attempts = attempts + 1, "
                 f"updated_at = now() FROM picked WHERE t.id = picked.id RETURNING "
