@@ -28,10 +28,12 @@ from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import DB_DOWN, StagingWriter, WriterStats
 from stratacrawl.tiers.demotion import DemoteStats, demote
+from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 
 log = logging.getLogger(__name__)
 DEMOTE_EVERY_S = 5.0
+EVICT_CHECK_EVERY_S = 60.0
 
 
 @dataclass
@@ -55,6 +57,18 @@ async def demote_safe(comps: Components, max_rounds: int | None = None) -> Demot
     except DB_DOWN as e:
         log.warning("crawl: demotion paused (%s)", e)
         return DemoteStats(error=str(e))
+
+
+async def evict_safe(comps: Components) -> None:
+    """Hot eviction when Redis is over ``STRATACRAWL_HOT_BUDGET_MB``; never stops a crawl."""
+    try:
+        stats = await evict_hot(comps.redis, comps.pool,
+                                budget_mb=comps.runtime.settings.hot_budget_mb)
+        if stats.evicted:
+            log.info("crawl: evicted %d hot URL states (%.0f → %.0f MB)", stats.evicted,
+                     stats.used_before_mb, stats.used_after_mb)
+    except Exception as e:  # hot is a cache: try again next round
+        log.warning("crawl: hot eviction failed: %s", e)
 
 
 def spool_for(comps: Components) -> Spool:
@@ -141,10 +155,14 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         async def discover_loop() -> None:
             spool = spool_for(comps)
             next_demotion = time.monotonic() + DEMOTE_EVERY_S
+            next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
             while not stop.is_set():
                 if time.monotonic() >= next_demotion:  # committed fetches → warm
                     next_demotion = time.monotonic() + DEMOTE_EVERY_S
                     report.demoted += (await demote_safe(comps, max_rounds=1)).rows
+                if time.monotonic() >= next_eviction:  # hot over its budget → evict
+                    next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
+                    await evict_safe(comps)
                 try:
                     if not writer.degraded and spool.pending():
                         drained = await drain_spool(comps)
