@@ -45,7 +45,8 @@ class Dedup:
 
     def __init__(self, *, bloom: BloomFilter, hot: HotURLState, pool: AsyncConnectionPool,
                  es: AsyncElasticsearch | None, layout: IndexLayout,
-                 window: timedelta = timedelta(days=7), cache_ttl_s: float = 0.3) -> None:
+                 window: timedelta = timedelta(days=7), cache_ttl_s: float = 0.3,
+                 hedge_s: float = 0.001) -> None:
         self.bloom = bloom
         self.hot = hot
         self.pool = pool
@@ -53,13 +54,14 @@ class Dedup:
         self.layout = layout
         self.window = window
         self.cache_ttl_s = cache_ttl_s
+        self.hedge_s = hedge_s
         self._cache: dict[str, tuple[float, Verdict]] = {}
         self._next_sweep = 0.0
         self._touched: list[str] = []
         self._promote: dict[str, dict[str, str | int | float | None]] = {}
         self._flusher: asyncio.Future[None] | None = None
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
-                                      "bloom_false_positive": 0, "warm_errors": 0}
+                                      "bloom_false_positive": 0, "warm_errors": 0, "hedged": 0}
 
     def _age_verdict(self, last_crawled: float | None, now: float) -> Verdict:
         if last_crawled is None:
@@ -101,24 +103,47 @@ class Dedup:
             self._cache[fp] = (expiry, verdicts[fp])
 
     async def _exact(self, fps: list[str], now: float) -> dict[str, Verdict]:
-        # Hot and warm are asked together: the answer costs one round trip, not two.
-        hot, warm = await asyncio.gather(self.hot.get_many(fps), self._warm_safe(fps))
+        # Hot and warm are asked together; if warm has not answered within ``hedge_s``, cold
+        # (the truth) is asked too and whichever answers first decides — a slow warm node
+        # does not set the tail latency, and a fast one still keeps the load off cold.
+        warm_task = asyncio.ensure_future(self._warm_safe(fps))
+        hot = await self.hot.get_many(fps)
         found: dict[str, Verdict] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
-        touched, rest = [], []
+        touched, pending = [], []
         for fp, entry in zip(fps, hot, strict=True):
             if entry is not None and entry.last_crawled is not None:
                 found[fp] = self._age_verdict(entry.last_crawled, now)
                 touched.append(fp)
                 self.stats["hot"] += 1
-            elif fp in warm:
+            else:
+                pending.append(fp)
+        warm: dict[str, float] = {}
+        cold_task: asyncio.Future[dict[str, float | None]] | None = None
+        if pending:
+            done, _ = await asyncio.wait({warm_task}, timeout=self.hedge_s)
+            if not done:
+                cold_task = asyncio.ensure_future(self._cold(pending))
+                self.stats["hedged"] += 1
+                await asyncio.wait({warm_task, cold_task}, return_when=asyncio.FIRST_COMPLETED)
+            if cold_task is None or warm_task.done():
+                warm = await warm_task
+            elif all(fp in cold_task.result() for fp in pending):
+                warm_task.cancel()  # cold answered first, for every URL: warm is not needed
+            else:  # cold lacks some (Bloom false positives, usually): hear warm out too
+                warm = await warm_task
+        else:
+            warm_task.cancel()
+        rest = []
+        for fp in pending:
+            if fp in warm:
                 found[fp] = self._age_verdict(warm[fp], now)
                 promote[fp] = {"lc": warm[fp], "h": 1, "la": now}
                 self.stats["warm"] += 1
             else:
                 rest.append(fp)
         if rest:
-            cold = await self._cold(rest)
+            cold = await (cold_task if cold_task is not None else self._cold(rest))
             for fp in rest:
                 if fp in cold:
                     found[fp] = self._age_verdict(cold[fp], now)
@@ -128,6 +153,8 @@ class Dedup:
                 else:
                     found[fp] = Verdict.NEW
                     self.stats["bloom_false_positive"] += 1
+        elif cold_task is not None and not cold_task.done():
+            cold_task.cancel()
         # Promotion and hit counting are bookkeeping: off the answer's critical path, and
         # coalesced into one pipeline per PROMOTE_EVERY_S.
         self._touched.extend(touched)

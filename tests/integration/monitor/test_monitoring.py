@@ -111,6 +111,6 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
             fired += [(s, f.rule, f.message) for s, f, _ in ev.fired]
             await asyncio.sleep(5)
         report = await crawling
-    assert report.fetched > 300
+    assert report.fetched > 100  # enough requests for every rate rule to be judged
     assert fired == []
     assert await open_alerts(comps.pool) == []
