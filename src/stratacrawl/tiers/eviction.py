@@ -28,6 +28,18 @@ class EvictStats:
     rounds: int = 0
 
 
+async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int],
+                       last_access: list[float]) -> int:
+    """Hot hit counts and last access times → cold ``url_state`` (never backwards)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
+            "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
+            "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
+            "WHERE u.url_hash = v.fp", (fps, hits, last_access))
+        return cur.rowcount
+
+
 def score(hits: int, last_access: float, now: float) -> float:
     return hits / math.sqrt(max(now - last_access, 1.0))
 
@@ -69,13 +81,9 @@ async def evict_hot(redis: aioredis.Redis, pool: AsyncConnectionPool, *, budget_
             (score(int(h or 0), float(la or 0), t), k[len(PREFIX):], int(h or 0), float(la or 0))
             for k, (h, la) in zip(keys, rows, strict=True))
         victims = scored[:max(1, int(len(scored) * share))]
-        async with pool.connection() as conn:  # durable copy first, then drop from hot
-            await conn.execute(
-                "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
-                "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
-                "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
-                "WHERE u.url_hash = v.fp",
-                ([v[1] for v in victims], [v[2] for v in victims], [v[3] for v in victims]))
+        # durable copy first, then drop from hot
+        await write_access(pool, [v[1] for v in victims], [v[2] for v in victims],
+                           [v[3] for v in victims])
         await redis.delete(*[hot_key(v[1]) for v in victims])
         stats.evicted += len(victims)
         used = await used_mb(redis)

@@ -25,7 +25,7 @@ from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.tiers.demotion import DemoteStats, demote
-from stratacrawl.tiers.eviction import PREFIX
+from stratacrawl.tiers.eviction import PREFIX, write_access
 from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
 
 log = logging.getLogger(__name__)
@@ -66,13 +66,7 @@ async def write_back_access(redis: aioredis.Redis, pool: AsyncConnectionPool,
                 hits.append(int(h or 0))
                 las.append(float(la))
             if fps:
-                async with pool.connection() as conn:
-                    cur = await conn.execute(
-                        "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), last_access = "
-                        "GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
-                        "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, "
-                        "unnest(%s::float8[]) AS la) v WHERE u.url_hash = v.fp", (fps, hits, las))
-                    total += cur.rowcount
+                total += await write_access(pool, fps, hits, las)
         if cursor == 0:
             return total
 
