@@ -130,6 +130,17 @@ async def discover_staged(comps: Components, sources: SourcesFile,
     return stats
 
 
+async def undiscovered_pages(comps: Components, sources: SourcesFile) -> bool:
+    """Whether staged seed/list/sitemap pages of these sources still wait for discovery."""
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
+            "AND kind IN ('seed', 'list', 'sitemap') AND source_id = ANY(%s))",
+            (list(sources.ids),))
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+
 async def drain_spool(comps: Components) -> DrainReport:
     return await drain(spool_for(comps), comps.pool, comps.ledger)
 
@@ -151,6 +162,9 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         stop = asyncio.Event()
+        # One discovery at a time in this process: the idle check must not look at the ledger
+        # while the loop holds list pages locked and their links are not yet tasks.
+        discovering = asyncio.Lock()
 
         async def discover_loop() -> None:
             spool = spool_for(comps)
@@ -167,7 +181,8 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                     if not writer.degraded and spool.pending():
                         drained = await drain_spool(comps)
                         log.info("crawl: drained %d spooled rows", drained.rows)
-                    found = await discover_staged(comps, sources)
+                    async with discovering:
+                        found = await discover_staged(comps, sources)
                 except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
                     log.warning("crawl: discovery paused (%s)", e)
                     await asyncio.sleep(1.0)
@@ -183,10 +198,11 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             if writer.degraded or spool_for(comps).pending():
                 return False  # what is spooled still has to land
             try:
-                found = await discover_staged(comps, sources, limit=10_000)
+                async with discovering:
+                    found = await discover_staged(comps, sources, limit=10_000)
                 report.discovery.merge(found)
-                if found.queued or found.requeued:
-                    return False
+                if found.queued or found.requeued or await undiscovered_pages(comps, sources):
+                    return False  # another process is still turning list pages into tasks
                 return not await comps.ledger.sources_with_due_work(sources.ids)
             except DB_DOWN:
                 return False
