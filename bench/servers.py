@@ -8,44 +8,19 @@ import os
 import resource
 from collections.abc import AsyncIterator, Iterator
 
-import psycopg
-import redis
-
-from stratacrawl.cold.db import libpq_url
 from stratacrawl.components import Components, open_components
 from stratacrawl.runtime import Runtime
-from stratacrawl.services import Endpoints, Services
-from stratacrawl.settings import Settings
+from stratacrawl.services.scratch import scratch_runtime
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
-                   "validate": 7, "monitor": 6}
-
-
-def _with_db(url: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+                   "validate": 7, "monitor": 6, "loadtest": 5}
 
 
 @contextlib.contextmanager
 def bench_runtime(name: str, **overrides: object) -> Iterator[Runtime]:
     """Tiers for benchmark ``name``: its own database and Redis DB (benchmarks may overlap)."""
-    bench_db = f"stratacrawl_bench_{name}"
-    base = Settings()
-    with Services(base) as ep:
-        admin = libpq_url(ep.database_url)
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{bench_db}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{bench_db}"')
-        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{BENCH_REDIS_DBS.get(name, 10)}"
-        redis.Redis.from_url(redis_url).flushdb()
-        settings = base.model_copy(update={"es_index_prefix": f"bench_{name}_", **overrides})
-        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, bench_db),
-                              ep.embedded)
-        try:
-            yield Runtime(settings, endpoints)
-        finally:
-            redis.Redis.from_url(redis_url).flushdb()
+    with scratch_runtime(f"bench_{name}", BENCH_REDIS_DBS.get(name, 10), **overrides) as rt:
+        yield rt
 
 
 @contextlib.asynccontextmanager

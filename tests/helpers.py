@@ -65,10 +65,4 @@ def dump_dom(page: Path | str, profile: Path) -> str:
 
 def tier_env(comps: Any, state_dir: Path) -> dict[str, str]:
     """Environment for a ``stratacrawl`` subprocess on the same tiers as ``comps``."""
-    ep = comps.runtime.endpoints
-    return {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
-            "STRATACRAWL_DATABASE_URL": ep.database_url,
-            "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
-            "STRATACRAWL_ES_PLAIN_JSON": "true" if comps.runtime.es_plain_json else "false",
-            "STRATACRAWL_ES_INDEX_PREFIX": comps.runtime.layout.prefix,
-            "STRATACRAWL_STATE_DIR": str(state_dir)}
+    return comps.runtime.child_env(state_dir)  # type: ignore[no-any-return]

@@ -56,7 +56,8 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
                       window=timedelta(days=s.dedup_window_days))
         await _bloom_ready_if_nothing_known(bloom, pool)
         yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
-                         Discovery(frontier=frontier, dedup=dedup), Scheduler(redis=redis))
+                         Discovery(frontier=frontier, dedup=dedup),
+                         Scheduler(redis=redis, max_batches=s.fetch_max_batches))
 
 
 async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:

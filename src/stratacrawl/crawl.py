@@ -10,8 +10,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import zstandard
 
@@ -22,6 +24,7 @@ from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
@@ -44,6 +47,21 @@ class CrawlReport:
     writer: WriterStats | None = None
     spool: DrainReport | None = None
     demoted: int = 0          # URL states indexed in warm during the run
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # every request
+
+    def to_json(self) -> dict[str, Any]:
+        """What one crawl did, as JSON (``crawl --json``; the load test merges workers)."""
+        reasons: Counter[str] = Counter()
+        for st in self.sources.values():
+            reasons.update(st.reasons)
+        return {"seconds": round(self.seconds, 3), "fetched": self.fetched,
+                "ok": sum(s.ok for s in self.sources.values()),
+                "not_modified": sum(s.not_modified for s in self.sources.values()),
+                "failed": sum(s.failed for s in self.sources.values()),
+                "landed": self.writer.landed if self.writer else 0,
+                "spooled": self.writer.spooled if self.writer else 0,
+                "queued": self.discovery.queued, "demoted": self.demoted,
+                "reasons": dict(reasons), "latency": self.latency.to_json()}
 
     @property
     def fetched(self) -> int:
@@ -75,29 +93,40 @@ def spool_for(comps: Components) -> Spool:
     return Spool(comps.runtime.settings.state_path / "spool")
 
 
+SEED_CONCURRENCY = 32
+
+
 async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
                politeness: Politeness) -> DiscoveryStats:
-    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued."""
+    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued.
+
+    Sources are seeded side by side: each one may wait on a slow robots.txt.
+    """
     stats = DiscoveryStats()
-    for source in sources.sources:
-        stats.merge(await comps.discovery.seed(source))
-        if not source.sitemaps:
-            continue
-        sitemaps: list[NewTask] = []
-        named: set[str] = set()
+    gate = asyncio.Semaphore(SEED_CONCURRENCY)
 
-        async def turn(s: Source = source) -> float:
-            return await politeness.wait_turn(s.id, s.rate)
+    async def one(source: Source) -> None:
+        async with gate:
+            stats.merge(await comps.discovery.seed(source))
+            if not source.sitemaps:
+                return
+            sitemaps: list[NewTask] = []
+            named: set[str] = set()
 
-        for seed_url in source.seeds:
-            named |= set((await robots.check(seed_url, turn)).sitemaps)
-        for url in named:
-            try:
-                sitemaps.append(NewTask(source.id, url, fingerprint(canonicalize(url)), "sitemap",
-                                        source.priority))
-            except InvalidURL as e:
-                stats.dropped[e.reason] += 1
-        stats.queued += await comps.frontier.add(sitemaps)
+            async def turn() -> float:
+                return await politeness.wait_turn(source.id, source.rate)
+
+            for seed_url in source.seeds:
+                named |= set((await robots.check(seed_url, turn)).sitemaps)
+            for url in named:
+                try:
+                    sitemaps.append(NewTask(source.id, url, fingerprint(canonicalize(url)),
+                                            "sitemap", source.priority))
+                except InvalidURL as e:
+                    stats.dropped[e.reason] += 1
+            stats.queued += await comps.frontier.add(sitemaps)
+
+    await asyncio.gather(*(one(s) for s in sources.sources))
     return stats
 
 
@@ -148,10 +177,12 @@ async def drain_spool(comps: Components) -> DrainReport:
 async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = True,
                 seconds: float | None = None, worker_id: str | None = None,
                 progress: Callable[[CrawlReport], None] | None = None,
-                flush_rows: int = 1000, flush_s: float = 5.0) -> CrawlReport:
-    """Discovery and fetch together until nothing is due (or ``seconds`` pass)."""
+                flush_rows: int = 1000, flush_s: float = 5.0,
+                report: CrawlReport | None = None) -> CrawlReport:
+    """Discovery and fetch together until nothing is due (or ``seconds`` pass);
+    ``report`` (if given) is filled in as the crawl goes."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
-    report = CrawlReport()
+    report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)
     async with StagingWriter(pool=comps.pool, ledger=comps.ledger, hot_queue=comps.hot_queue,
@@ -159,6 +190,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                              flush_rows=flush_rows, flush_s=flush_s) as writer:
         worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
         report.sources = worker.stats
+        report.latency = worker.latency
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         stop = asyncio.Event()

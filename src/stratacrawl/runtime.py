@@ -8,7 +8,9 @@ their callers (``async with``).
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -21,6 +23,8 @@ from stratacrawl.services.resolve import redact
 from stratacrawl.settings import Settings
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
+
+REDIS_POOL_WAIT_S = 30.0
 
 
 @dataclass
@@ -47,10 +51,24 @@ class Runtime:
             return self.settings.es_plain_json
         return "elasticsearch" in self.endpoints.embedded
 
+    def child_env(self, state_dir: Path | None = None) -> dict[str, str]:
+        """Environment for a ``stratacrawl`` subprocess on these very tiers."""
+        ep = self.endpoints
+        return {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
+                "STRATACRAWL_DATABASE_URL": ep.database_url,
+                "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
+                "STRATACRAWL_ES_PLAIN_JSON": "true" if self.es_plain_json else "false",
+                "STRATACRAWL_ES_INDEX_PREFIX": self.layout.prefix,
+                "STRATACRAWL_STATE_DIR": str(state_dir or self.settings.state_dir)}
+
     def redis_client(self, **kwargs: Any) -> aioredis.Redis:
-        return aioredis.Redis.from_url(  # type: ignore[no-any-return]
-            self.endpoints.redis_url,
-            socket_connect_timeout=self.settings.connect_timeout_s, **kwargs)
+        # A blocking pool: a thousand batches in flight wait for one of its connections
+        # instead of failing with "too many connections".
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.endpoints.redis_url, max_connections=self.settings.redis_max_connections,
+            timeout=REDIS_POOL_WAIT_S, socket_connect_timeout=self.settings.connect_timeout_s,
+            **kwargs)
+        return aioredis.Redis.from_pool(pool)
 
     def es_client(self, **kwargs: Any) -> AsyncElasticsearch:
         return make_client(self.endpoints.elasticsearch_url, plain_json=self.es_plain_json,

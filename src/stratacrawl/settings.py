@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     hot_window: int = Field(default=2000, ge=10)
     lease_s: float = Field(default=300.0, gt=0)
     pg_pool_size: int = Field(default=8, ge=1)
+    redis_max_connections: int = Field(default=64, ge=1)
+    # Batches one fetch worker runs at once (each serial, one request in flight): raise it
+    # for slow sources, where throughput = in-flight requests / latency.
+    fetch_max_batches: int = Field(default=64, ge=1)
     # Tiers: the hot budget that triggers eviction, warm retention before sinking to cold,
     # staging retention, and when compensation re-schedules unfinished tasks.
     hot_budget_mb: float = Field(default=512.0, gt=0)

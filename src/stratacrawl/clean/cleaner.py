@@ -13,6 +13,7 @@ the source's rules, so an unchanged page fetched again is not parsed again.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -211,14 +212,18 @@ class Cleaner:
         except aioredis.RedisError as e:
             log.warning("clean: parse cache unavailable (%s)", e)
 
-    async def run(self, *, seconds: float | None = None,
-                  source_ids: list[str] | None = None) -> CleanStats:
-        """Clean batches until nothing is left (or ``seconds`` pass)."""
+    async def run(self, *, seconds: float | None = None, source_ids: list[str] | None = None,
+                  follow: bool = False) -> CleanStats:
+        """Clean batches until nothing is left (or ``seconds`` pass); ``follow`` waits for
+        more instead of stopping (a cleaner running beside a crawl)."""
         total = CleanStats()
         t0 = time.monotonic()
         while seconds is None or time.monotonic() - t0 < seconds:
             batch = await self.clean_batch(source_ids)
             if not batch.pages:
+                if follow:
+                    await asyncio.sleep(1.0)
+                    continue
                 break
             total.merge(batch)
         total.seconds = time.monotonic() - t0
@@ -260,10 +265,11 @@ async def clean_states(pool: AsyncConnectionPool, source_ids: list[str]) -> dict
 
 async def clean_staged(pool: AsyncConnectionPool, redis: aioredis.Redis | None,
                        sources: SourcesFile, *, seconds: float | None = None,
-                       source_ids: list[str] | None = None, batch_size: int = 200) -> CleanReport:
+                       source_ids: list[str] | None = None, batch_size: int = 200,
+                       follow: bool = False) -> CleanReport:
     """One cleaning run: clean what is staged, then look for format anomalies."""
     cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
-    stats = await cleaner.run(seconds=seconds, source_ids=source_ids)
+    stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
     ids = source_ids or sources.ids
     return CleanReport(stats, await check_format_anomalies(pool, ids),
                        await clean_states(pool, ids))

@@ -9,6 +9,7 @@ from stratacrawl.cli import (
     crawl,
     demo,
     doctor,
+    loadtest,
     monitor,
     records,
     services,
@@ -38,6 +39,7 @@ app.command("up")(stack.up)
 app.command("down")(stack.down)
 app.command("bench")(bench.bench)
 app.command("crawl")(crawl.crawl_cmd)
+app.command("loadtest")(loadtest.loadtest_cmd)
 app.command("submit")(crawl.submit_cmd)
 app.command("clean")(records.clean_cmd)
 app.command("validate")(records.validate_cmd)

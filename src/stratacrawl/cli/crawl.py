@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import typer
 import uvloop
@@ -32,6 +37,9 @@ def crawl_cmd(
     until_idle: bool = typer.Option(True, "--until-idle/--forever",
                                     help="Stop when no work is due (default) or keep going."),
     seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
+    worker_id: str | None = typer.Option(None, help="This worker's name (default: random)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines: progress every second, "
+                                 "then the whole report (for the load test and scripts)."),
 ) -> None:
     """Run discovery and fetch until no work is due, with a progress line."""
     try:
@@ -40,21 +48,55 @@ def crawl_cmd(
         fail(e)
 
     async def main() -> CrawlReport:
+        report = CrawlReport()
         async with open_session(settings()) as comps:
+            run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
+                        worker_id=worker_id, report=report)
+            if as_json:
+                return await _with_json_progress(run, report)
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 def progress(r: CrawlReport) -> None:
                     live.update(f"fetched {r.fetched} · queued {r.discovery.queued} · "
                                 f"staged {r.writer.landed if r.writer else 0}")
-                return await crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
-                                   progress=progress)
+                ticker = asyncio.create_task(_every(1.0, lambda: progress(report)))
+                try:
+                    return await run
+                finally:
+                    ticker.cancel()
 
     try:
         report = uvloop.run(main())
     except StratacrawlError as e:
         fail(e)
+    if as_json:
+        print(json.dumps({"final": True, **report.to_json()}), flush=True)
+        return
     console.print(report_table(report))
     dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())
     console.print(f"discovered {report.discovery.queued} new URLs; dropped: {dropped or 'none'}")
+
+
+async def _every(seconds: float, tick: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        tick()
+
+
+async def _with_json_progress(run: Coroutine[Any, Any, CrawlReport],
+                              report: CrawlReport) -> CrawlReport:
+    t0 = time.monotonic()
+
+    def line() -> None:
+        w = report.writer
+        print(json.dumps({"t": round(time.monotonic() - t0, 2), "fetched": report.fetched,
+                          "landed": w.landed if w else 0, "spooled": w.spooled if w else 0,
+                          "queued": report.discovery.queued}), flush=True)
+
+    ticker = asyncio.create_task(_every(1.0, line))
+    try:
+        return await run
+    finally:
+        ticker.cancel()
 
 
 def submit_cmd(

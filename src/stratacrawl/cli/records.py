@@ -61,6 +61,7 @@ def clean_cmd(
     reclean: bool = typer.Option(False, "--reclean",
                                  help="Re-clean the source-day (after a rule fix)."),
     seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
+    follow: bool = typer.Option(False, help="Keep waiting for new pages (until --seconds)."),
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
     parsed = _sources(sources, source)
@@ -75,7 +76,7 @@ def clean_cmd(
                 reset = await Cleaner(pool=comps.pool, redis=comps.redis,
                                       sources=parsed).reclean(source, when)
             report = await clean_staged(comps.pool, comps.redis, parsed, seconds=seconds,
-                                        source_ids=[source] if source else None)
+                                        source_ids=[source] if source else None, follow=follow)
             return reset, report
 
     reset, report = run(main())

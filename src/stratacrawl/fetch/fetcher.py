@@ -9,7 +9,9 @@ counted, and a loop is detected by canonical URL.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
+import ssl
 import time
 import uuid
 import zlib
@@ -17,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin
 
+import aiohttp
 import brotli
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -39,14 +42,45 @@ CONTENT_TYPES = ("text/html", "application/xhtml+xml", "application/json", "appl
                  "application/ld+json")
 
 
-def make_client(source: Source, cookies: httpx.Cookies | None = None) -> httpx.AsyncClient:
-    """One client per source: its pool is never larger than the source's concurrency."""
-    limits = httpx.Limits(max_connections=source.concurrency,
-                          max_keepalive_connections=source.concurrency)
-    timeout = httpx.Timeout(connect=min(10.0, source.timeout_s), read=source.timeout_s,
-                            write=10.0, pool=source.timeout_s)
-    return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=timeout,
-                             follow_redirects=False, cookies=cookies)
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # one per process: building one costs milliseconds
+
+
+class SourceClient:
+    """One source's HTTP session: its own connection pool (never larger than the source's
+    concurrency) and cookie jar.
+
+    Requests and responses are httpx's; they go straight to the aiohttp transport. httpx's
+    client layer would add nothing we use (redirects and auth are ours) but costs a cookie
+    round trip through ``http.cookiejar`` on every response, so cookies are sent and
+    taken here only when there are some.
+    """
+
+    def __init__(self, source: Source, cookies: httpx.Cookies | None = None) -> None:
+        n = source.concurrency
+        self.cookies = cookies if cookies is not None else httpx.Cookies()
+        self.timeout = httpx.Timeout(connect=min(10.0, source.timeout_s), read=source.timeout_s,
+                                     write=10.0, pool=source.timeout_s).as_dict()
+
+        def session() -> aiohttp.ClientSession:
+            connector = aiohttp.TCPConnector(limit=n, keepalive_timeout=5.0, ssl=_ssl_context())
+            return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+        self.transport = AiohttpTransport(client=session)
+
+    async def send(self, url: str, headers: dict[str, str]) -> httpx.Response:
+        """GET ``url``; the body is left to stream (``aiter_raw``); close the response."""
+        request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self.timeout})
+        if self.cookies:
+            self.cookies.set_cookie_header(request)
+        response = await self.transport.handle_async_request(request)
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        return response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
 
 
 class Fetcher:
@@ -58,7 +92,7 @@ class Fetcher:
         self.rng = rng or random.Random()
         self.backoff_s = backoff_s
 
-    async def fetch(self, client: httpx.AsyncClient, source: Source, url: str,
+    async def fetch(self, client: SourceClient, source: Source, url: str,
                     validators: dict[str, str] | None = None,
                     trace_id: str | None = None) -> FetchResult:
         """Fetch with at most ``len(backoff_s)`` level-1 retries (transient errors only)."""
@@ -73,7 +107,7 @@ class Fetcher:
         assert result is not None
         return result
 
-    async def _once(self, client: httpx.AsyncClient, source: Source, url: str,
+    async def _once(self, client: SourceClient, source: Source, url: str,
                     validators: dict[str, str], trace_id: str, attempt: int) -> FetchResult:
         started = time.monotonic()
         fetched_at = datetime.now(UTC)
@@ -117,8 +151,7 @@ class Fetcher:
                             headers["If-None-Match"] = et
                         if lm := validators.get("last_modified"):
                             headers["If-Modified-Since"] = lm
-                    request = client.build_request("GET", current, headers=headers)
-                    response = await client.send(request, stream=True)
+                    response = await client.send(current, headers)
                     try:
                         status = response.status_code
                         location = response.headers.get("location")

@@ -8,6 +8,7 @@ licence to crawl).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from protego import Protego
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 
 TTL_S = 3600
+RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page (DESIGN.md)
 UNAVAILABLE = "\x00unavailable"
 MAX_ROBOTS_BYTES = 512 * 1024
 
@@ -32,11 +34,21 @@ class RobotsAnswer:
     sitemaps: tuple[str, ...] = ()
 
 
-async def fetch_text(url: str) -> tuple[int, str]:
-    """(status, text) of a small document such as robots.txt (redirects followed)."""
+async def fetch_text(url: str, backoff_s: tuple[float, ...] = RETRY_BACKOFF_S,
+                     ) -> tuple[int, str]:
+    """(status, text) of a small document such as robots.txt (redirects followed); a 5xx
+    or a transport error is retried like any level-1 failure before it counts."""
     async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
-        r = await client.get(url, headers={"User-Agent": USER_AGENTS[0]})
-        return r.status_code, r.text
+        for wait in (*backoff_s, None):
+            try:
+                r = await client.get(url, headers={"User-Agent": USER_AGENTS[0]})
+                if r.status_code < 500 or wait is None:
+                    return r.status_code, r.text
+            except httpx.TransportError:
+                if wait is None:
+                    raise
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def origin(url: str) -> str:

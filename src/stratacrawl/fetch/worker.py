@@ -24,12 +24,13 @@ import httpx
 
 from stratacrawl.components import Components
 from stratacrawl.fetch.classify import Kind
-from stratacrawl.fetch.fetcher import Fetcher, make_client
+from stratacrawl.fetch.fetcher import Fetcher, SourceClient
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, TaskState
+from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
@@ -78,20 +79,21 @@ def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: 
 
 class FetchWorker:
     def __init__(self, *, comps: Components, sources: SourcesFile, writer: StagingWriter,
-                 worker_id: str, max_batches: int = 64, rng: random.Random | None = None,
+                 worker_id: str, max_batches: int | None = None, rng: random.Random | None = None,
                  on_result: Callable[[str, FetchResult], None] | None = None) -> None:
         self.c = comps
         self.sources = sources
         self.writer = writer
         self.worker_id = worker_id
-        self.max_batches = max_batches
+        self.max_batches = max_batches or comps.runtime.settings.fetch_max_batches
         self.rng = rng or random.Random()
         self.on_result = on_result
         self.politeness = Politeness(redis=comps.redis, rng=self.rng)
         self.robots = RobotsCache(redis=comps.redis)
         self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
-        self.clients: dict[str, httpx.AsyncClient] = {}
+        self.clients: dict[str, SourceClient] = {}
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
+        self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
         self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
         self.live = (LiveMetrics(redis=comps.redis)
@@ -101,7 +103,7 @@ class FetchWorker:
     def _session_key(self, source_id: str) -> str:
         return f"sc:{{{source_id}}}:cookies"
 
-    async def client_for(self, source: Source) -> httpx.AsyncClient:
+    async def client_for(self, source: Source) -> SourceClient:
         client = self.clients.get(source.id)
         if client is None:
             cookies = httpx.Cookies()
@@ -109,7 +111,7 @@ class FetchWorker:
             if raw:
                 for name, value in json.loads(raw).items():
                     cookies.set(name, value)
-            client = self.clients[source.id] = make_client(source, cookies)
+            client = self.clients[source.id] = SourceClient(source, cookies)
         return client
 
     async def _save_session(self, source_id: str) -> None:
@@ -153,6 +155,7 @@ class FetchWorker:
                                                   {k: x for k, x in v.items() if x},
                                                   trace_id=task.trace_id)
                 results.append((task, result))
+                self.latency.add(result.elapsed_ms)
                 if self.on_result:
                     self.on_result(source.id, result)
                 # Renew the slot now and then: a long batch must not lose it halfway.

@@ -61,7 +61,7 @@ def visible_count(spec: SourceSpec, now: datetime) -> int:
 
 
 def _words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
+    return " ".join(rng.choices(WORDS, k=n))
 
 
 def _sentence(rng: random.Random) -> str:

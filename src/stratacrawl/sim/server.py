@@ -65,8 +65,8 @@ class Page:
     def encoded(self, enc: str) -> tuple[bytes, dict[str, str]]:
         variant = self.variants.get(enc)
         if variant is None:
-            packed = (brotli.compress(self.raw, quality=4) if enc == "br"
-                      else gzip.compress(self.raw, compresslevel=5, mtime=0))
+            packed = (brotli.compress(self.raw, quality=1) if enc == "br"
+                      else gzip.compress(self.raw, compresslevel=1, mtime=0))
             variant = (packed, {**self._headers, "Content-Encoding": enc})
             self.variants[enc] = variant
         return variant

@@ -1,0 +1,108 @@
+"""The load test's Markdown report and its chart (throughput and backlog over time)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from stratacrawl.loadtest.run import LoadTestResult, result_json
+
+
+def chart(result: LoadTestResult, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    samples = result.samples
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    names = sorted({n for s in samples for n in s.landed})
+    for name in [None, *names]:
+        xs, ys = [], []
+        for a, b in itertools.pairwise(samples):
+            da = b.total - a.total if name is None else b.landed.get(name, 0) - a.landed.get(
+                name, 0)
+            xs.append(b.t)
+            ys.append(da / (b.t - a.t))
+        top.plot(xs, ys, label=name or "all workers", linewidth=2 if name is None else 1)
+    top.axhline(1500, color="grey", linestyle="--", linewidth=1, label="seed: 1,500 pages/s")
+    if result.killed:
+        for ax in (top, bottom):
+            ax.axvline(result.killed["at_s"], color="red", linestyle=":",
+                       label=f"kill -9 {result.killed['worker']}")
+    top.set_ylabel("pages staged per second")
+    top.legend(loc="lower right", fontsize=8)
+    top.grid(alpha=0.3)
+    ts = [s.t for s in samples]
+    bottom.plot(ts, [s.backlog for s in samples], label="frontier backlog (tasks due or leased)")
+    bottom.plot(ts, [s.uncleaned for s in samples], label="staging backlog (not yet cleaned)")
+    bottom.set_xlabel("seconds")
+    bottom.set_ylabel("tasks / pages")
+    bottom.legend(loc="upper right", fontsize=8)
+    bottom.grid(alpha=0.3)
+    fig.suptitle(f"load test: {result.config.workers} workers, {result.config.sources} sources, "
+                 f"{result.config.minutes:g} min")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") -> str:
+    f, cfg = result.figures, result.config
+    seed = f["seed"]
+    lines = [
+        f"# Load test: {cfg.workers} workers, {cfg.sources} sources, {cfg.minutes:g} minutes",
+        "",
+        "| figure | ours | seed 002 | target |",
+        "|---|---|---|---|",
+        f"| pages/s fetched and staged | {f['loadtest_pages_per_s']:,} | {seed['pages_per_s']:,} "
+        "| ≥ 1,500 |",
+        f"| success rate (excluding injected faults) | {f['loadtest_success_rate_excl_injected']}"
+        f" | {seed['success_rate']} | ≥ 0.99 |",
+        f"| success rate (all) | {f['loadtest_success_rate']} | | |",
+        f"| mean latency ms | {f['mean_latency_ms']} | {seed['mean_latency_ms']} | |",
+        f"| p99 latency ms | {f['p99_latency_ms']} | {seed['p99_latency_ms']} | |",
+        f"| duplicate fetches | {f['loadtest_duplicate_fetches']} | | 0 |",
+        f"| rate violations (source-seconds over the limit) | {f['loadtest_rate_violations']} "
+        "| | 0 |",
+        f"| peak arrivals / limit, any source-second | {f['loadtest_peak_rate_ratio']} | | |",
+        "",
+        f"Staged {f['staging_rows']:,} pages, {f['records']:,} records cleaned during the run "
+        f"and the drain; the largest staging backlog was {f['max_uncleaned']:,} pages, "
+        f"{f['staging_backlog_at_end']:,} at the end, "
+        + (f"drained in {f['cleaning_drain_s']} s." if f["cleaning_drain_s"] is not None else
+           f"{f['cleaning_left']:,} still waiting when the drain limit ran out."),
+        "",
+    ]
+    if result.killed:
+        k = result.killed
+        lines += [
+            f"**kill -9 of {k['worker']} at {k['at_s']} s** while it held {k['leased']} leased "
+            f"tasks: {k['refetched_by_others']} fetched by the other workers, "
+            f"{k['still_queued']} queued again, {k['held_by_dead_worker']} still leased to it "
+            f"(lease not yet expired), lost {k['lost']}. Throughput 90-150 s after the kill vs "
+            f"the minute before: {f['rate_recovered_after_kill']}.",
+            ""]
+    lines += ["## Workers", "", "| worker | pages | pages/s | success | mean ms | p99 ms |",
+              "|---|---|---|---|---|---|"]
+    for name, w in result.workers.items():
+        lines.append(f"| {name}{' (killed)' if w['killed'] else ''} | {w['landed']:,} | "
+                     f"{w['pages_per_s']} | {w['success_rate']} | {w['mean_latency_ms']} | "
+                     f"{w['p99_latency_ms']} |")
+    lines += ["", "## Processes", "", "| process | CPU % of one core (mean) | peak RSS MB |",
+              "|---|---|---|"]
+    for name, p in result.processes.items():
+        lines.append(f"| {name} | {p['cpu_percent']} | {p['peak_rss_mb']} |")
+    lines += ["", f"Failure reasons: {f['reasons']}", ""]
+    if chart_name:
+        lines += [f"![throughput and backlog]({chart_name})", ""]
+    return "\n".join(lines)
+
+
+def write_report(result: LoadTestResult, out: Path) -> tuple[Path, Path]:
+    png = chart(result, out / "loadtest.png")
+    md = out / "loadtest.md"
+    md.write_text(markdown(result, png.name))
+    (out / "loadtest.json").write_text(result_json(result))
+    return md, png

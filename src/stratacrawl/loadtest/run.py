@@ -1,0 +1,316 @@
+"""Run the load test: simulator with the seed's latency, N crawl workers, one cleaner,
+sampled from outside every few seconds; one worker killed with SIGKILL halfway.
+
+Everything measured here is measured where a user would measure it: pages/s from what
+landed in staging, rate violations from the arrivals the simulator counted per source and
+second, duplicates and lost tasks from the ledger and staging tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import yaml
+
+from stratacrawl.cold.db import libpq_url
+from stratacrawl.loadtest.processes import ChildProcess, cleaner, crawl_worker
+from stratacrawl.monitor.histogram import LatencyHistogram
+from stratacrawl.runtime import Runtime
+from stratacrawl.sim import build_specs
+from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.sim.process import SimulatorProcess
+
+log = logging.getLogger(__name__)
+
+# What the simulator injects as the seed's normal noise; failures for these reasons are
+# the simulated web's, not the crawler's (success rate is also reported with them).
+INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
+            "transport-error")
+SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
+                "p99_latency_ms": 3500}
+
+
+@dataclass
+class LoadTestConfig:
+    workers: int = 3
+    sources: int = 200
+    minutes: float = 10.0
+    seed: int = 7
+    rate: float = 12.0             # per source, requests/s (the crawler's limit)
+    concurrency: int = 16          # batches (= requests in flight) per source
+    batch_size: int = 10
+    max_batches: int = 1000        # per worker
+    kill_at: float | None = 0.5    # share of the run after which one worker is killed
+    backlog: int | None = None     # items per source (default: enough for the run)
+    lease_s: float = 60.0          # how soon a dead worker's tasks go to the others
+    pg_pool_size: int = 24         # per worker: a thousand batches share it
+    sample_s: float = 2.0
+    drain_limit_s: float = 300.0   # how long cleaning may catch up after the run
+    first_host: int = 10
+
+    def items_per_source(self) -> int:
+        if self.backlog:
+            return self.backlog
+        return max(200, math.ceil(1.3 * 1500 * self.minutes * 60 / self.sources))
+
+
+@dataclass
+class Sample:
+    t: float
+    landed: dict[str, int]
+    backlog: int
+    staged: int
+    uncleaned: int
+    records: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.landed.values())
+
+
+@dataclass
+class LoadTestResult:
+    config: LoadTestConfig
+    seconds: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    processes: dict[str, dict[str, float]] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    killed: dict[str, Any] = field(default_factory=dict)
+
+
+def _db(rt: Runtime) -> psycopg.Connection[Any]:
+    return psycopg.connect(libpq_url(rt.database_url), autocommit=True)
+
+
+def _one(conn: psycopg.Connection[Any], sql: str, *args: Any) -> Any:
+    row = conn.execute(sql, args or None).fetchone()
+    return row[0] if row else None
+
+
+def _sample_tiers(conn: psycopg.Connection[Any]) -> tuple[int, int, int, int]:
+    backlog = _one(conn, "SELECT count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT', "
+                         "'LEASED', 'FETCHING')")
+    staged = _one(conn, "SELECT count(*) FROM staging")
+    uncleaned = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
+    records = _one(conn, "SELECT count(*) FROM records")
+    return int(backlog), int(staged), int(uncleaned), int(records)
+
+
+def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]]) -> None:
+    """Per source, requests that arrived in each second (the simulator keeps 10 minutes)."""
+    with httpx.Client(timeout=30) as client:
+        for s in sim.sources:
+            stats = client.get(s["url"] + "/_sim/stats").json()
+            for sec, n in stats["per_second"].items():
+                into[stats["source"]][int(sec)] = max(into[stats["source"]].get(int(sec), 0), n)
+
+
+def _write_sources(cfg: LoadTestConfig, sim: SimulatorProcess, epoch: datetime,
+                   out: Path) -> Path:
+    specs = build_specs(cfg.sources, cfg.seed, epoch=epoch, first_host=cfg.first_host,
+                        ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources], noise=True)
+    document = sources_document(specs, rate=cfg.rate, concurrency=cfg.concurrency)
+    for entry in document["sources"]:
+        entry["batch_size"] = cfg.batch_size
+    path = out / "sources.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
+    """Run it; the report and chart are written to ``out`` by :mod:`.report`."""
+    out.mkdir(parents=True, exist_ok=True)
+    asyncio.run(rt.prepare())
+    epoch = datetime.now(UTC).replace(microsecond=0)
+    result = LoadTestResult(cfg)
+    seconds = cfg.minutes * 60
+    sim_args = ["--sources", str(cfg.sources), "--seed", str(cfg.seed), "--epoch",
+                epoch.isoformat(), "--first-host", str(cfg.first_host), "--noise",
+                "--backlog", str(cfg.items_per_source())]
+    with SimulatorProcess(*sim_args) as sim:
+        sources = _write_sources(cfg, sim, epoch, out)
+        env = {**rt.child_env(out / "state"), "STRATACRAWL_FETCH_MAX_BATCHES":
+               str(cfg.max_batches), "STRATACRAWL_LEASE_S": str(cfg.lease_s),
+               "STRATACRAWL_PG_POOL_SIZE": str(cfg.pg_pool_size)}
+        workers = [crawl_worker(f"worker-{i + 1}", sources, seconds, env, out / "logs")
+                   for i in range(cfg.workers)]
+        clean = cleaner("cleaner", sources, seconds + cfg.drain_limit_s, env, out / "logs")
+        arrivals: dict[str, dict[int, int]] = defaultdict(dict)
+        with _db(rt) as conn:
+            for p in (*workers, clean):
+                p.start()
+            t0 = time.monotonic()
+            next_sim = t0 + 60
+            kill_at = t0 + seconds * cfg.kill_at if cfg.kill_at and cfg.workers > 1 else None
+            while any(w.alive for w in workers):
+                time.sleep(cfg.sample_s)
+                now = time.monotonic()
+                for p in (*workers, clean):
+                    p.sample()
+                backlog, staged, uncleaned, records = _sample_tiers(conn)
+                result.samples.append(Sample(
+                    now - t0, {w.name: int(w.final["landed"]) if w.final else
+                               int(w.latest().get("landed", 0)) for w in workers},
+                    backlog, staged, uncleaned, records))
+                if now >= next_sim:
+                    _sim_arrivals(sim, arrivals)
+                    next_sim = now + 60
+                if kill_at is not None and now >= kill_at:
+                    result.killed = _kill(conn, workers[0], now - t0)
+                    kill_at = None
+                if now - t0 > seconds + 120:  # workers stop themselves; this is a backstop
+                    break
+            fetch_seconds = time.monotonic() - t0
+            for w in workers:
+                w.wait(60)
+            _sim_arrivals(sim, arrivals)
+            drain = _drain(conn, clean, cfg.drain_limit_s)
+            clean.wait(5)
+            result.seconds = fetch_seconds
+            _summarize(result, conn, workers, clean, sources, arrivals, drain)
+    return result
+
+
+def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:
+    leased = [int(r[0]) for r in conn.execute(
+        "SELECT id FROM tasks WHERE lease_owner = %s AND state IN ('LEASED', 'FETCHING')",
+        (worker.name,)).fetchall()]
+    worker.kill()
+    log.info("loadtest: killed %s at %.0f s holding %d leased tasks", worker.name, at,
+             len(leased))
+    return {"worker": worker.name, "at_s": round(at, 1), "leased": leased}
+
+
+def _drain(conn: psycopg.Connection[Any], clean: ChildProcess, limit_s: float) -> dict[str, Any]:
+    """After fetching stops: how long cleaning takes to catch up (bounded by ``limit_s``)."""
+    t0 = time.monotonic()
+    start = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
+    left = start
+    while left and time.monotonic() - t0 < limit_s and clean.alive:
+        time.sleep(2)
+        clean.sample()
+        left = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
+    return {"backlog_at_end": int(start), "left": int(left),
+            "drain_s": round(time.monotonic() - t0, 1) if not left else None}
+
+
+def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
+               workers: list[ChildProcess], clean: ChildProcess, sources: Path,
+               arrivals: dict[str, dict[int, int]], drain: dict[str, Any]) -> None:
+    overall = LatencyHistogram()
+    reasons: Counter[str] = Counter()
+    fetched = ok = 0
+    for w in workers:
+        f = w.final or {}
+        h = LatencyHistogram.from_json(f.get("latency") or {})
+        overall.merge(h)
+        landed = int(f.get("landed") or (w.latest().get("landed", 0)))
+        w_fetched = int(f.get("fetched") or w.latest().get("fetched", 0))
+        w_ok = int(f.get("ok", 0)) + int(f.get("not_modified", 0))
+        reasons.update(f.get("reasons") or {})
+        fetched += int(f.get("fetched", 0))
+        ok += w_ok
+        result.workers[w.name] = {
+            "killed": w.killed, "landed": landed, "fetched": w_fetched,
+            "pages_per_s": round(landed / max(w.usage.wall_seconds, 1e-9), 1),
+            "success_rate": round(w_ok / int(f["fetched"]), 4) if f.get("fetched") else None,
+            "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99))}
+    for p in (*workers, clean):
+        result.processes[p.name] = {"cpu_percent": round(p.usage.cpu_percent, 1),
+                                    "peak_rss_mb": round(p.usage.peak_rss_mb, 1)}
+    injected = sum(n for r, n in reasons.items() if r in INJECTED)
+    staged_in_run = _one(conn, "SELECT count(*) FROM staging")
+    dup = _one(conn, "SELECT count(*) FROM (SELECT task_id FROM staging WHERE kind = 'item' "
+                     "AND status IN (200, 304) GROUP BY task_id HAVING count(*) > 1) d")
+    rates = {e["id"]: float(e["rate"]) for e in yaml.safe_load(sources.read_text())["sources"]}
+    # A second holds at most ``rate`` turns (turns are >= 1/rate apart); one more is allowed
+    # for a request whose turn was at the end of the previous second and that arrived late.
+    violations = sum(1 for sid, per in arrivals.items() for n in per.values()
+                     if n > math.floor(rates.get(sid, math.inf)) + 1)
+    peak = max((n / rates.get(sid, math.inf) for sid, per in arrivals.items()
+                for n in per.values()), default=0.0)
+    killed = result.killed
+    if killed:
+        ids = killed["leased"]
+        rows = conn.execute(
+            "SELECT t.state, EXISTS (SELECT 1 FROM staging s WHERE s.task_id = t.id AND "
+            "s.worker <> %s) FROM tasks t WHERE t.id = ANY(%s)",
+            (killed["worker"], ids)).fetchall()
+        killed["leased"] = len(ids)
+        killed["refetched_by_others"] = sum(1 for _, other in rows if other)
+        killed["still_queued"] = sum(1 for state, other in rows
+                                     if not other and state in ("PENDING", "RETRY_WAIT"))
+        killed["lost"] = len(ids) - killed["refetched_by_others"] - killed["still_queued"] - sum(
+            1 for state, other in rows if not other and state not in ("PENDING", "RETRY_WAIT"))
+        killed["held_by_dead_worker"] = sum(
+            1 for state, other in rows if not other and state in ("LEASED", "FETCHING"))
+    total_landed = sum(w["landed"] for w in result.workers.values())
+    window = _fetch_window(result.samples, result.config.minutes * 60)
+    recovery = _recovery(result.samples, killed.get("at_s") if killed else None)
+    result.figures = {
+        "loadtest_pages_per_s": window[0],
+        "window_s": window[1], "pages_per_s_whole_run": round(total_landed / result.seconds, 1),
+        "loadtest_success_rate": round(ok / fetched, 4) if fetched else None,
+        "loadtest_success_rate_excl_injected": round(ok / (fetched - injected), 4)
+        if fetched > injected else None,
+        "loadtest_duplicate_fetches": int(dup),
+        "loadtest_rate_violations": violations,
+        "loadtest_peak_rate_ratio": round(peak, 3),
+        "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
+        "pages_landed": total_landed, "staging_rows": int(staged_in_run),
+        "records": int(_one(conn, "SELECT count(*) FROM records")),
+        "staging_backlog_at_end": drain["backlog_at_end"], "cleaning_left": drain["left"],
+        "cleaning_drain_s": drain["drain_s"],
+        "max_uncleaned": max((s.uncleaned for s in result.samples), default=0),
+        "rate_recovered_after_kill": recovery, "reasons": dict(reasons.most_common(8)),
+        "seed": SEED_FIGURES}
+
+
+def _fetch_window(samples: list[Sample], deadline: float) -> tuple[float, float]:
+    """(pages/s, seconds) from the first staged page to the workers' deadline: the
+    fetching itself, without process start-up and the drain of the last batches."""
+    inside = [s for s in samples if s.t <= deadline]
+    first = next((i for i, s in enumerate(inside) if s.total), None)
+    if first is None or len(inside) - first < 2:
+        return 0.0, 0.0
+    a = inside[max(first - 1, 0)]
+    b = inside[-1]
+    return round((b.total - a.total) / (b.t - a.t), 1), round(b.t - a.t, 1)
+
+
+def _recovery(samples: list[Sample], kill_at: float | None) -> float | None:
+    """Throughput in the minute after the kill's lease time vs the minute before the kill."""
+    if kill_at is None:
+        return None
+
+    def rate(a: float, b: float) -> float | None:
+        inside = [s for s in samples if a <= s.t <= b]
+        if len(inside) < 2:
+            return None
+        return (inside[-1].total - inside[0].total) / (inside[-1].t - inside[0].t)
+
+    before = rate(kill_at - 60, kill_at)
+    after = rate(kill_at + 90, kill_at + 150)
+    return round(after / before, 3) if before and after is not None else None
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def result_json(result: LoadTestResult) -> str:
+    return json.dumps({"config": result.config.__dict__, "seconds": round(result.seconds, 1),
+                       "figures": result.figures, "workers": result.workers,
+                       "processes": result.processes, "killed": result.killed}, indent=2)

@@ -1,0 +1,43 @@
+"""A scratch set of tiers on the configured (or embedded) servers: its own PostgreSQL
+database, Redis DB and index prefix, created empty and dropped of its Redis keys after —
+for benchmarks and load tests, which must never touch a real crawl's data."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import redis
+
+from stratacrawl.cold.db import libpq_url
+from stratacrawl.runtime import Runtime
+from stratacrawl.services.resolve import Endpoints, Services
+from stratacrawl.settings import Settings
+
+
+def _with_db(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+@contextlib.contextmanager
+def scratch_runtime(name: str, redis_db: int, **overrides: object) -> Iterator[Runtime]:
+    """Database ``stratacrawl_<name>`` (recreated), Redis DB ``redis_db`` (flushed), ES index
+    prefix ``<name>_``; ``overrides`` are settings."""
+    db_name = f"stratacrawl_{name}"
+    base = Settings()
+    with Services(base) as ep:
+        admin = libpq_url(ep.database_url)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{db_name}"')
+        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
+        redis.Redis.from_url(redis_url).flushdb()
+        settings = base.model_copy(update={"es_index_prefix": f"{name}_", **overrides})
+        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, db_name),
+                              ep.embedded)
+        try:
+            yield Runtime(settings, endpoints)
+        finally:
+            redis.Redis.from_url(redis_url).flushdb()

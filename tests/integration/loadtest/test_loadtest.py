@@ -1,0 +1,35 @@
+"""The load test end to end, small: two worker processes, one killed with SIGKILL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stratacrawl.loadtest.report import write_report
+from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
+from stratacrawl.services.scratch import scratch_runtime
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> None:
+    cfg = LoadTestConfig(workers=2, sources=6, minutes=1.0, rate=6.0, concurrency=4,
+                         batch_size=5, max_batches=64, backlog=300, kill_at=0.4, lease_s=15.0,
+                         drain_limit_s=120.0)
+    with scratch_runtime("test_loadtest", 4) as rt:
+        result = run_loadtest(rt, cfg, tmp_path)
+    f = result.figures
+    assert f["pages_landed"] > 200
+    assert f["staging_rows"] == f["pages_landed"]          # every fetch landed exactly once
+    assert f["loadtest_duplicate_fetches"] == 0
+    assert f["loadtest_rate_violations"] == 0
+    assert f["loadtest_success_rate_excl_injected"] >= 0.97
+    k = result.killed
+    assert k["worker"] == "worker-1" and k["lost"] == 0
+    assert k["refetched_by_others"] + k["still_queued"] + k["held_by_dead_worker"] == k["leased"]
+    assert result.workers["worker-2"]["landed"] > 0 and not result.workers["worker-2"]["killed"]
+    md, png = write_report(result, tmp_path)
+    text = md.read_text()
+    assert "kill -9 of worker-1" in text and "| worker-2 |" in text
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
