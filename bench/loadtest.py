@@ -1,0 +1,37 @@
+"""loadtest: the seed's load test as a benchmark (3 workers, 200 sources, 10 minutes;
+``--quick``: 3 workers, 60 sources, 2 minutes). Baseline: the seed's 1,500 pages/s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from bench.figure import Figure
+from bench.servers import BENCH_REDIS_DBS
+from stratacrawl.loadtest.report import write_report
+from stratacrawl.loadtest.run import SEED_FIGURES, LoadTestConfig, run_loadtest
+from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.settings import Settings
+
+
+def run(quick: bool = False) -> Iterator[Figure]:
+    cfg = (LoadTestConfig(workers=3, sources=60, minutes=2.0) if quick
+           else LoadTestConfig(workers=3, sources=200, minutes=10.0))
+    out = Settings().state_path / "loadtest" / ("bench-quick" if quick else "bench")
+    with scratch_runtime("bench_loadtest", BENCH_REDIS_DBS["loadtest"]) as rt:
+        result = run_loadtest(rt, cfg, out)
+    md, _ = write_report(result, Path(out))
+    f = result.figures
+    extra = {"workers": cfg.workers, "sources": cfg.sources, "minutes": cfg.minutes,
+             "report": str(md)}
+    yield Figure("loadtest", "loadtest_pages_per_s", f["loadtest_pages_per_s"], "1/s",
+                 SEED_FIGURES["pages_per_s"], "seed 002: 1,500 pages/s over 3 nodes",
+                 extra={**extra, "window_s": f["window_s"],
+                        "mean_latency_ms": f["mean_latency_ms"],
+                        "p99_latency_ms": f["p99_latency_ms"]})
+    yield Figure("loadtest", "loadtest_success_rate", f["loadtest_success_rate_excl_injected"],
+                 "ratio", SEED_FIGURES["success_rate"], "seed 002: 99.2 %", extra=extra)
+    yield Figure("loadtest", "loadtest_duplicate_fetches", f["loadtest_duplicate_fetches"], "1",
+                 None, None, extra=extra)
+    yield Figure("loadtest", "loadtest_rate_violations", f["loadtest_rate_violations"], "1",
+                 None, None, extra={**extra, "peak_rate_ratio": f["loadtest_peak_rate_ratio"]})
