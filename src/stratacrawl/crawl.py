@@ -60,6 +60,8 @@ class CrawlReport:
                 "failed": sum(s.failed for s in self.sources.values()),
                 "landed": self.writer.landed if self.writer else 0,
                 "spooled": self.writer.spooled if self.writer else 0,
+                "flushes": self.writer.flushes if self.writer else 0,
+                "flush_seconds": round(self.writer.flush_seconds, 3) if self.writer else 0.0,
                 "queued": self.discovery.queued, "demoted": self.demoted,
                 "reasons": dict(reasons), "latency": self.latency.to_json()}
 

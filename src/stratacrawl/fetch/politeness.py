@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import redis.asyncio as aioredis
 
 from stratacrawl.hot.scripts import script
+
+LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
+MAX_LATE_TURNS = 3
 
 
 def pace_key(source_id: str) -> str:
@@ -40,12 +44,25 @@ class Politeness:
 
     async def wait_turn(self, source_id: str, rate: float, crawl_delay: float | None = None,
                         ) -> float:
-        """Reserve this request's turn and sleep until it; returns the seconds waited."""
+        """Reserve this request's turn and sleep until it; returns the seconds waited.
+
+        A turn this process woke up late for (a busy event loop) is not used: sending late
+        would bunch this request with the turns reserved after it, so a fresh turn is
+        taken instead (a few times at most; then the request goes, late but never early).
+        """
+        waited = 0.0
         interval = interval_for(rate, crawl_delay, self.rng)
-        wait = float(await self._pace(keys=[pace_key(source_id)], args=[f"{interval:.6f}"]))
-        if wait > 0:
+        tolerance = max(LATE_TOLERANCE_S, interval / 2)
+        for _ in range(MAX_LATE_TURNS):
+            wait = float(await self._pace(keys=[pace_key(source_id)], args=[f"{interval:.6f}"]))
+            if wait <= 0:
+                return waited
+            due = time.monotonic() + wait
             await asyncio.sleep(wait)
-        return wait
+            waited += wait
+            if time.monotonic() - due <= tolerance:
+                break
+        return waited
 
     async def acquire_slot(self, source_id: str, holder: str, limit: int, ttl_s: float) -> bool:
         """Hold (or renew) one of the source's ``limit`` slots for ``ttl_s`` seconds."""

@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ LEVEL2_FAILURE_RATE = 0.5
 LEVEL2_DELAY = timedelta(minutes=15)
 SESSION_TTL_S = 3600
 DRAIN_S = 30.0
+CLAIMS_AT_ONCE = 32
 
 
 @dataclass
@@ -96,6 +98,8 @@ class FetchWorker:
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
         self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
+        self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
+        self._wake = asyncio.Event()
         self.live = (LiveMetrics(redis=comps.redis)
                      if comps.runtime.settings.monitoring else None)
 
@@ -140,8 +144,12 @@ class FetchWorker:
                         "now(), expires_at = EXCLUDED.expires_at, closed_at = now()", rows)
 
     # -- batches ------------------------------------------------------------------------------
-    async def run_batch(self, source: Source, batch: Batch) -> None:
-        holder = f"{self.worker_id}:{batch.batch_id}"
+    async def run_batch(self, source: Source, batch: Batch, holder: str | None = None) -> None:
+        """Fetch a claimed batch under the source's slot ``holder`` (taken here if None)."""
+        if holder is None:
+            holder = f"{self.worker_id}:{batch.batch_id}"
+            await self.politeness.acquire_slot(source.id, holder, source.concurrency,
+                                               source.timeout_s * 4)
         stats = self.stats.setdefault(source.id, SourceStats())
         try:
             await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.worker_id)
@@ -222,32 +230,66 @@ class FetchWorker:
             latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self._active)))
 
     async def _start_batches(self) -> int:
+        """Claim a batch for every source with room (best first, up to the allowance) and
+        start them. Claims run side by side, ``CLAIMS_AT_ONCE`` at a time: with slow sources
+        thousands of batches are in flight and a claim is a few round trips, so claiming
+        one source after the other would be what limits throughput."""
         allowance = min(self.max_batches, await self.c.scheduler.allowance(self.worker_id))
-        started = 0
         now = time.monotonic()
         running = Counter(self._active.values())
+        wanted: list[Source] = []
         for source_id in await self.c.scheduler.order(self.sources.ids):
-            if len(self._active) >= allowance or self.writer.degraded:
+            if len(self._active) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
             if running[source_id] >= source.concurrency or self._skip_until.get(source_id,
                                                                                  0) > now:
                 continue
-            holder_probe = f"{self.worker_id}:probe:{source_id}"
-            if not await self.politeness.acquire_slot(source_id, holder_probe, source.concurrency,
-                                                      5.0):
+            wanted.append(source)
+        gate = asyncio.Semaphore(CLAIMS_AT_ONCE)
+
+        async def claim(source: Source) -> tuple[Source, Batch, str] | None:
+            async with gate:
+                return await self._claim(source, now)
+
+        started = 0
+        results = await asyncio.gather(*(claim(s) for s in wanted), return_exceptions=True)
+        for source, claimed in zip(wanted, results, strict=True):
+            if isinstance(claimed, BaseException):  # a tier hiccup: this source waits a bit
+                log.warning("fetch: cannot claim for %s (%r); retrying", source.id, claimed)
+                self._skip_until[source.id] = now + 1.0
                 continue
-            batch = await self.c.frontier.claim(source_id, source.batch_size, self.worker_id)
-            await self.politeness.release_slot(source_id, holder_probe)
-            if not batch.tasks:
-                self._skip_until[source_id] = now + 1.0
+            if claimed is None:
                 continue
-            await self.politeness.acquire_slot(source_id, f"{self.worker_id}:{batch.batch_id}",
-                                               source.concurrency, source.timeout_s * 4)
-            self._active[asyncio.create_task(self.run_batch(source, batch))] = source_id
-            running[source_id] += 1
+            _, batch, holder = claimed
+            task = asyncio.create_task(self.run_batch(source, batch, holder))
+            task.add_done_callback(self._batch_done)
+            self._active[task] = source.id
             started += 1
         return started
+
+    async def _claim(self, source: Source, now: float) -> tuple[Source, Batch, str] | None:
+        """A batch of ``source`` and the slot it runs under, or None (source full or idle).
+        The slot is taken before the claim (a full source costs one round trip) and given
+        back at once when there was nothing to claim."""
+        holder = f"{self.worker_id}:{uuid.uuid4().hex[:16]}"
+        if not await self.politeness.acquire_slot(source.id, holder, source.concurrency,
+                                                  source.timeout_s * 4):
+            return None
+        try:
+            batch = await self.c.frontier.claim(source.id, source.batch_size, self.worker_id)
+        except BaseException:
+            await self.politeness.release_slot(source.id, holder)
+            raise
+        if not batch.tasks:
+            await self.politeness.release_slot(source.id, holder)
+            self._skip_until[source.id] = now + 1.0
+            return None
+        return source, batch, holder
+
+    def _batch_done(self, task: asyncio.Task[None]) -> None:
+        self._finished.append(task)
+        self._wake.set()
 
     async def run(self, *, until_idle: bool = True, seconds: float | None = None,
                   stop: asyncio.Event | None = None,
@@ -270,11 +312,14 @@ class FetchWorker:
                     started = 0
                     await asyncio.sleep(1.0)
                 if self._active:
-                    done, _ = await asyncio.wait(self._active, timeout=0.2,
-                                                 return_when=asyncio.FIRST_COMPLETED)
+                    if not self._finished:  # woken by the first batch to finish, or in 0.2 s
+                        self._wake.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), timeout=0.2)
+                    done, self._finished = self._finished, []
                     for task in done:
                         sid = self._active.pop(task)
-                        if task.exception():
+                        if not task.cancelled() and task.exception():
                             log.error("fetch: batch of %s failed: %r", sid, task.exception())
                 elif not started:
                     if until_idle and (idle_check is None or await idle_check()):

@@ -8,6 +8,7 @@ Redis that lost everything is refilled from the ledger on the next claim.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from stratacrawl.frontier.tasks import Batch, NewTask, Outcome
 
 LEVEL2_DELAY = timedelta(minutes=15)
 MAX_POPS = 20  # per claim: enough to skip a window's worth of stale ids
+DRAINED_RECHECK_S = 2.0  # a window holding all of a source's ready work: look again after
 
 
 class Frontier:
@@ -33,10 +35,13 @@ class Frontier:
         self.lease = lease
         self.refill_horizon = refill_horizon
         self._cursor: dict[str, ReadyCursor] = {}  # per source: where the last refill stopped
+        self._drained: dict[str, float] = {}  # per source: the window held all ready work
 
     async def add(self, tasks: Sequence[NewTask],
                   on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
         n = await self.ledger.enqueue(tasks, on_conflict=on_conflict)
+        for source_id in {t.source_id for t in tasks}:
+            self._drained.pop(source_id, None)  # new work: the ledger has more again
         if on_conflict == "urgent":
             for source_id in {t.source_id for t in tasks}:
                 await self.refill(source_id, force=True)
@@ -56,6 +61,7 @@ class Frontier:
                                                      self.refill_horizon, after)
         if cursor is None or len(items) < self.hot.window:
             self._cursor.pop(source_id, None)
+            self._drained[source_id] = time.monotonic() + DRAINED_RECHECK_S
         else:
             self._cursor[source_id] = cursor
         await self.hot.push(source_id, items)
@@ -67,7 +73,10 @@ class Frontier:
         refilled = False
         for _ in range(MAX_POPS):
             ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
-            if left < self.hot.window // 2 and not refilled:
+            # Below half: top up — unless the last refill found the ledger had nothing
+            # beyond the window (then only an empty window, or time, warrants a look).
+            drained = self._drained.get(source_id, 0.0) > time.monotonic()
+            if left < self.hot.window // 2 and not refilled and (not drained or not ids):
                 refilled = True
                 await self.refill(source_id, force=True, resume=True)
                 if not ids:

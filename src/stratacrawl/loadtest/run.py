@@ -226,7 +226,8 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
             "killed": w.killed, "landed": landed, "fetched": w_fetched,
             "pages_per_s": round(landed / max(w.usage.wall_seconds, 1e-9), 1),
             "success_rate": round(w_ok / int(f["fetched"]), 4) if f.get("fetched") else None,
-            "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99))}
+            "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99)),
+            "staging_flushes": f.get("flushes"), "staging_flush_s": f.get("flush_seconds")}
     for p in (*workers, clean):
         result.processes[p.name] = {"cpu_percent": round(p.usage.cpu_percent, 1),
                                     "peak_rss_mb": round(p.usage.peak_rss_mb, 1)}
