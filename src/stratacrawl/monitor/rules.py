@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from stratacrawl.monitor.families import WINDOW_MIN, SourceMetrics
 from stratacrawl.sources import AlertThresholds, parse_duration
 
+BACKLOG_MIN_SPAN_S = 300.0  # the backlog rule judges a rise over at least this long
+
 LEVEL_SEVERITY = {"P0": "critical", "P1": "critical", "P2": "warning", "P3": "info"}
 
 
@@ -61,7 +63,10 @@ def findings(m: SourceMetrics, t: AlertThresholds, now: float,
         elif ratio >= t.latency_attention:
             out.append(Finding("latency", "P2", f"{sid}: mean response {w.mean_ms:.0f} ms, "
                                f"{ratio:.1f}x the hour before", ratio))
-    if len(backlog_history) >= 3:
+    span = backlog_history[-1][0] - backlog_history[0][0] if backlog_history else 0.0
+    # A rise needs minutes to mean anything: a crawl's first discovery fills the backlog
+    # within seconds, and that is work arriving, not work piling up.
+    if len(backlog_history) >= 3 and span >= BACKLOG_MIN_SPAN_S:
         values = [v for _, v in backlog_history]
         growing = all(b2 >= b1 for b1, b2 in itertools.pairwise(values))
         if growing and values[0] > 0 and values[-1] >= values[0] * (1 + t.backlog_growth) \

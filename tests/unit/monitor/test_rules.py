@@ -62,6 +62,8 @@ def test_backlog_growing_needs_a_steady_rise() -> None:
     assert ("backlog_growing", "P3") in rules(metrics(), rising)
     bumpy = [(NOW - 600, 1000), (NOW - 300, 1400), (NOW, 1300)]
     assert ("backlog_growing", "P3") not in rules(metrics(), bumpy)
+    first_discovery = [(NOW - 20, 1), (NOW - 10, 150), (NOW, 329)]  # seconds, not minutes
+    assert ("backlog_growing", "P3") not in rules(metrics(), first_discovery)
 
 
 def test_window_quantile_from_the_histogram() -> None:
