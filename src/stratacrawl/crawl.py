@@ -189,7 +189,8 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     report.spool = await drain_spool(comps)
     async with StagingWriter(pool=comps.pool, ledger=comps.ledger, hot_queue=comps.hot_queue,
                              hot_urls=comps.hot_urls, spool=spool_for(comps), owner=worker_id,
-                             flush_rows=flush_rows, flush_s=flush_s) as writer:
+                             flush_rows=flush_rows, flush_s=flush_s,
+                             parallel=comps.runtime.settings.staging_flushes) as writer:
         worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
         report.sources = worker.stats
         report.latency = worker.latency

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     # Batches one fetch worker runs at once (each serial, one request in flight): raise it
     # for slow sources, where throughput = in-flight requests / latency.
     fetch_max_batches: int = Field(default=64, ge=1)
+    # Staging flushes a worker runs at once, each on its own connection and transaction.
+    staging_flushes: int = Field(default=2, ge=1)
     # Tiers: the hot budget that triggers eviction, warm retention before sinking to cold,
     # staging retention, and when compensation re-schedules unfinished tasks.
     hot_budget_mb: float = Field(default=512.0, gt=0)

@@ -155,6 +155,7 @@ class Ledger:
         """
         if not outcomes:
             return 0
+        outcomes = sorted(outcomes, key=lambda o: o.task_id)  # one lock order for all writers
         sql = (
             "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
             "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "

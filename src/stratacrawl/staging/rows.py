@@ -25,6 +25,7 @@ TYPES = ("timestamptz", "text", "text", "int8", "int4", "text", "text", "int4", 
          "bytea", "text", "int4", "float4", "text", "text", "text", "text", "timestamptz")
 _ZSTD = zstandard.ZstdCompressor(level=1)
 LISTS = ("seed", "list", "sitemap")
+_STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
 
 
 @dataclass
@@ -88,10 +89,11 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             await cur.execute(f"INSERT INTO staging ({cols}) SELECT {cols} FROM staging_in "
                               "ON CONFLICT (fetch_key, fetched_at) DO NOTHING")
             inserted = cur.rowcount
-    outcomes = [Outcome(o[0], TaskState(o[1]), o[2], o[3], o[4]) for o in
+    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4]) for o in
                 (i.outcome for i in items)]
     await ledger.finish(outcomes, owner, conn)
-    ok = [i for i in items if i.succeeded]
+    # Rows are locked in URL-hash order so two flushes at once cannot deadlock each other.
+    ok = sorted((i for i in items if i.succeeded), key=lambda i: i.url_hash)
     if ok:
         await conn.execute(
             "UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
@@ -104,7 +106,7 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
              [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
              [i.body_bytes or None for i in ok]))
-    failed = [i.url_hash for i in items if not i.succeeded]
+    failed = sorted(i.url_hash for i in items if not i.succeeded)
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
                            "WHERE url_hash = ANY(%s)", (failed,))

@@ -1,9 +1,11 @@
 """The staging writer: buffered, in the background, acknowledging only what is durable.
 
 Fetched pages are buffered and landed every ``flush_rows`` rows or ``flush_s`` seconds,
-in a background task so COPY overlaps fetching. One transaction per flush holds the
-COPY, the ledger outcomes and the URL state; leases are released in the hot tier only
-after it commits. If PostgreSQL is unreachable the batch goes to the spool instead
+in background tasks so COPY overlaps fetching; up to ``parallel`` flushes run at once on
+their own connections (a flush is mostly PostgreSQL's work: index upkeep of the ledger
+and URL-state updates, so two flushes use two server cores). One transaction per flush
+holds the COPY, the ledger outcomes and the URL state; leases are released in the hot
+tier only after it commits. If PostgreSQL is unreachable the batch goes to the spool instead
 (durable on local disk), ``degraded`` turns on, and ``add`` blocks once ``max_pending``
 rows wait — fetching slows and stops rather than piling up memory.
 """
@@ -28,6 +30,10 @@ from stratacrawl.staging.spool import Spool
 
 log = logging.getLogger(__name__)
 DB_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSError)
+# Two flushes touching the same URL-state row (a URL fetched again within seconds) can
+# deadlock; PostgreSQL aborts one and it is simply run again.
+RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+COMMIT_ATTEMPTS = 3
 
 
 @dataclass
@@ -42,7 +48,7 @@ class WriterStats:
 class StagingWriter:
     def __init__(self, *, pool: AsyncConnectionPool, ledger: Ledger, hot_queue: HotQueue,
                  hot_urls: HotURLState, spool: Spool, owner: str, flush_rows: int = 1000,
-                 flush_s: float = 5.0, max_pending: int = 5000) -> None:
+                 flush_s: float = 5.0, max_pending: int = 5000, parallel: int = 2) -> None:
         self.pool = pool
         self.ledger = ledger
         self.hot_queue = hot_queue
@@ -59,6 +65,9 @@ class StagingWriter:
         self._cond = asyncio.Condition()
         self._partitions: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        self._slots = asyncio.Semaphore(max(1, parallel))
+        self._flushing: set[asyncio.Task[None]] = set()
+        self._failure: BaseException | None = None
         self._closing = False
         self._last_flush = time.monotonic()
 
@@ -74,6 +83,7 @@ class StagingWriter:
         return len(self._buffer) + self._in_flight
 
     async def add(self, source_id: str, item: StagedFetch) -> None:
+        self._raise_failure()
         async with self._cond:
             await self._cond.wait_for(lambda: self.pending < self.max_pending or self._closing)
             self._buffer.append((source_id, item))
@@ -93,11 +103,24 @@ class StagingWriter:
         return True
 
     async def flush(self) -> None:
-        """Land everything buffered now (and wait for it)."""
-        async with self._cond:
-            batch, self._buffer = self._buffer, []
-            self._in_flight += len(batch)
-        await self._land(batch)
+        """Land everything buffered now (and wait for it and the flushes under way)."""
+        while True:
+            await self._slots.acquire()
+            async with self._cond:
+                batch = self._take()
+            if not batch:
+                self._slots.release()
+                break
+            self._start(batch)
+        if self._flushing:
+            await asyncio.gather(*self._flushing, return_exceptions=True)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        """A flush that failed other than by the database going away (a bug, bad data)
+        stops the writer: its rows' leases stay held and expire back to the ledger."""
+        if self._failure is not None:
+            raise RuntimeError(f"staging writer stopped: {self._failure!r}") from self._failure
 
     async def close(self) -> None:
         self._closing = True
@@ -110,17 +133,39 @@ class StagingWriter:
 
     async def _run(self) -> None:
         while not self._closing:
+            await self._slots.acquire()
             async with self._cond:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._cond.wait_for(
                         lambda: len(self._buffer) >= self.flush_rows or self._closing),
                         timeout=max(0.05, self.flush_s - (time.monotonic() - self._last_flush)))
-                if not self._buffer:
-                    self._last_flush = time.monotonic()
-                    continue
-                batch, self._buffer = self._buffer, []
-                self._in_flight += len(batch)
-            await self._land(batch)
+                batch = self._take()
+            if batch:
+                self._start(batch)
+            else:
+                self._slots.release()
+
+    def _take(self) -> list[tuple[str, StagedFetch]]:
+        """At most ``flush_rows`` rows (under ``_cond``): a backlog is split across the
+        flush slots instead of landing in one long transaction."""
+        batch = self._buffer[:self.flush_rows]
+        del self._buffer[:self.flush_rows]
+        self._in_flight += len(batch)
+        self._last_flush = time.monotonic()
+        return batch
+
+    def _start(self, batch: list[tuple[str, StagedFetch]]) -> None:
+        """Land ``batch`` in the background on a flush slot the caller holds."""
+        task = asyncio.create_task(self._land(batch))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._flushing.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+            log.error("staging: flush failed: %r", self._failure)
 
     async def _land(self, batch: list[tuple[str, StagedFetch]]) -> None:
         if not batch:
@@ -153,8 +198,15 @@ class StagingWriter:
             if days:  # own short transaction: partition DDL must not wait behind COPY
                 await ensure_partitions(conn, days)
                 self._partitions |= days
-            async with conn.transaction():
-                await land(conn, self.ledger, self.owner, items, idempotent=idempotent)
+            for attempt in range(1, COMMIT_ATTEMPTS + 1):
+                try:
+                    async with conn.transaction():
+                        await land(conn, self.ledger, self.owner, items, idempotent=idempotent)
+                    return
+                except RETRYABLE as e:
+                    if attempt == COMMIT_ATTEMPTS:
+                        raise
+                    log.info("staging: %s; landing the batch again", type(e).__name__)
 
     async def _after_commit(self, batch: list[tuple[str, StagedFetch]]) -> None:
         by_source: dict[str, list[int]] = {}
