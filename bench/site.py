@@ -16,10 +16,13 @@ EPOCH = "2026-11-30T00:00:00+00:00"
 
 
 @contextlib.contextmanager
-def simulated_site(n: int, seed: int, *, first_host: int,
-                   backlog: int) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
+                   oversized_rate: float | None = None,
+                   ) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+    extra = ("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()
     with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", EPOCH,
-                          "--first-host", str(first_host), "--backlog", str(backlog)) as sim:
+                          "--first-host", str(first_host), "--backlog", str(backlog),
+                          *extra) as sim:
         specs = build_specs(n, seed, epoch=datetime.fromisoformat(EPOCH), first_host=first_host,
                             ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
         for spec in specs:

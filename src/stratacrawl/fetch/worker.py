@@ -115,7 +115,11 @@ class FetchWorker:
             if raw:
                 for name, value in json.loads(raw).items():
                     cookies.set(name, value)
-            client = self.clients[source.id] = SourceClient(source, cookies)
+            # Another batch of this source may have made one while we read the cookies:
+            # keep that one (a second client would never be closed).
+            client = self.clients.get(source.id)
+            if client is None:
+                client = self.clients[source.id] = SourceClient(source, cookies)
         return client
 
     async def _save_session(self, source_id: str) -> None:

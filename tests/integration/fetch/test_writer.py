@@ -3,6 +3,7 @@ the commit; a flush that fails for a reason other than the database stops the wr
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -78,3 +79,19 @@ async def test_a_failed_flush_stops_the_writer_and_keeps_the_leases(comps: Compo
         writer._failure = None  # let the context exit land the rest cleanly
     counts = (await comps.ledger.counts())["s1"]
     assert counts.get("SUCCEEDED", 0) == 10 and counts.get("LEASED", 0) == 10
+
+
+async def test_batches_of_one_source_share_one_client_and_close_it(comps: Components,
+                                                                   tmp_path: Path) -> None:
+    from stratacrawl.fetch.worker import FetchWorker
+    from stratacrawl.sources import parse_sources
+
+    sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://127.0.0.1:9/"],
+                                          "concurrency": 8}]})
+    worker = FetchWorker(comps=comps, sources=sources, writer=_writer(comps, tmp_path, "w1"),
+                         worker_id="w1")
+    source = sources.sources[0]
+    clients = await asyncio.gather(*(worker.client_for(source) for _ in range(8)))
+    assert len({id(c) for c in clients}) == 1        # eight batches starting together
+    await worker.close()
+    assert worker.clients == {}
