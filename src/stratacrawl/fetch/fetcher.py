@@ -9,9 +9,7 @@ counted, and a loop is detected by canonical URL.
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
-import ssl
 import time
 import uuid
 import zlib
@@ -31,6 +29,7 @@ from stratacrawl.fetch.headers import browser_headers
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.fetch.tls import ssl_context
 from stratacrawl.sources import Source
 from stratacrawl.urls import canonicalize, check_target
 
@@ -40,11 +39,6 @@ LEVEL1_BACKOFF_S = (1.0, 3.0)
 CONTENT_TYPES = ("text/html", "application/xhtml+xml", "application/json", "application/xml",
                  "text/xml", "text/plain", "application/rss+xml", "application/atom+xml",
                  "application/ld+json")
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()  # one per process: building one costs milliseconds
 
 
 class SourceClient:
@@ -64,7 +58,7 @@ class SourceClient:
                                      write=10.0, pool=source.timeout_s).as_dict()
 
         def session() -> aiohttp.ClientSession:
-            connector = aiohttp.TCPConnector(limit=n, keepalive_timeout=5.0, ssl=_ssl_context())
+            connector = aiohttp.TCPConnector(limit=n, keepalive_timeout=5.0, ssl=ssl_context())
             return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
         self.transport = AiohttpTransport(client=session)

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from protego import Protego
 
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
+from stratacrawl.fetch.tls import ssl_context
 
 TTL_S = 3600
 RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page (DESIGN.md)
@@ -38,7 +39,8 @@ async def fetch_text(url: str, backoff_s: tuple[float, ...] = RETRY_BACKOFF_S,
                      ) -> tuple[int, str]:
     """(status, text) of a small document such as robots.txt (redirects followed); a 5xx
     or a transport error is retried like any level-1 failure before it counts."""
-    async with httpx.AsyncClient(timeout=10, follow_redirects=True) as client:
+    async with httpx.AsyncClient(timeout=10, follow_redirects=True,
+                                 verify=ssl_context()) as client:
         for wait in (*backoff_s, None):
             try:
                 r = await client.get(url, headers={"User-Agent": USER_AGENTS[0]})

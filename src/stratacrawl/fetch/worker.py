@@ -44,6 +44,9 @@ LEVEL2_DELAY = timedelta(minutes=15)
 SESSION_TTL_S = 3600
 DRAIN_S = 30.0
 CLAIMS_AT_ONCE = 32
+# Worker weights and source order are re-read this often (200 sources: one 200-command
+# pipeline), not on every batch that finishes.
+PLAN_EVERY_S = 0.5
 
 
 @dataclass
@@ -98,6 +101,9 @@ class FetchWorker:
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
         self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
+        self._plan_until = 0.0
+        self._allowance = self.max_batches
+        self._order: list[str] = []
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
         self.live = (LiveMetrics(redis=comps.redis)
@@ -238,11 +244,16 @@ class FetchWorker:
         start them. Claims run side by side, ``CLAIMS_AT_ONCE`` at a time: with slow sources
         thousands of batches are in flight and a claim is a few round trips, so claiming
         one source after the other would be what limits throughput."""
-        allowance = min(self.max_batches, await self.c.scheduler.allowance(self.worker_id))
         now = time.monotonic()
+        if now >= self._plan_until:  # weights and source order: not on every wake-up
+            self._allowance = min(self.max_batches,
+                                  await self.c.scheduler.allowance(self.worker_id))
+            self._order = await self.c.scheduler.order(self.sources.ids)
+            self._plan_until = now + PLAN_EVERY_S
+        allowance = self._allowance
         running = Counter(self._active.values())
         wanted: list[Source] = []
-        for source_id in await self.c.scheduler.order(self.sources.ids):
+        for source_id in self._order:
             if len(self._active) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)

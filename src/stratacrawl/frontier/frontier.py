@@ -39,13 +39,29 @@ class Frontier:
 
     async def add(self, tasks: Sequence[NewTask],
                   on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
-        n = await self.ledger.enqueue(tasks, on_conflict=on_conflict)
-        for source_id in {t.source_id for t in tasks}:
-            self._drained.pop(source_id, None)  # new work: the ledger has more again
+        queued = await self.ledger.enqueue(tasks, on_conflict=on_conflict)
         if on_conflict == "urgent":
             for source_id in {t.source_id for t in tasks}:
                 await self.refill(source_id, force=True)
-        return n
+        else:
+            await self._admit(queued)
+        return len(queued)
+
+    async def _admit(self, queued: Sequence[tuple[str, int, int, float]]) -> None:
+        """New tasks due soon go straight into their source's window while it has room, so
+        a window that held all ready work still does and claims need not re-read the
+        ledger (with discovery adding links all the time, they re-read it on every claim);
+        what does not fit makes the next claim refill."""
+        horizon = time.time() + self.refill_horizon.total_seconds()
+        by_source: dict[str, list[tuple[int, int, float]]] = {}
+        for source_id, task_id, priority, due in queued:
+            by_source.setdefault(source_id, []).append((task_id, priority, due))
+        for source_id, items in by_source.items():
+            due = sorted((i for i in items if i[2] <= horizon), key=lambda i: (-i[1], i[2], i[0]))
+            room = max(0, self.hot.window - await self.hot.size(source_id))
+            await self.hot.push(source_id, due[:room])
+            if len(due) > room or len(due) < len(items):
+                self._drained.pop(source_id, None)  # the ledger holds more than the window
 
     async def refill(self, source_id: str, force: bool = False, *, resume: bool = False) -> int:
         """Top the hot window up from the ledger when it is below half (or when forced).
@@ -73,6 +89,11 @@ class Frontier:
         refilled = False
         for _ in range(MAX_POPS):
             ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
+            if ids:  # leased first: a refill below must not read them as still ready
+                batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
+                stale = set(ids) - {t.id for t in batch.tasks}
+                if stale:  # leased, finished or rescheduled behind the window's back: drop
+                    await self.hot.done(source_id, list(stale))
             # Below half: top up — unless the last refill found the ledger had nothing
             # beyond the window (then only an empty window, or time, warrants a look).
             drained = self._drained.get(source_id, 0.0) > time.monotonic()
@@ -81,14 +102,8 @@ class Frontier:
                 await self.refill(source_id, force=True, resume=True)
                 if not ids:
                     continue  # the window was empty: pop again from what the refill brought
-            if not ids:
-                break  # nothing due, even after a refill
-            batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
-            stale = set(ids) - {t.id for t in batch.tasks}
-            if stale:  # leased or finished behind the window's back: drop and pop on
-                await self.hot.done(source_id, list(stale))
-            if batch.tasks:
-                break
+            if not ids or batch.tasks:
+                break  # nothing due (even after a refill), or a batch
         return batch
 
     async def complete(self, source_id: str, outcomes: Sequence[Outcome], owner: str,

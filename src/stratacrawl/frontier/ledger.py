@@ -19,6 +19,7 @@ from stratacrawl.frontier.tasks import ClaimedTask, NewTask, Outcome, TaskState
 _CLAIM_COLUMNS = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
                   "lease_expires_at, trace_id")
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
+CLOCK_SLACK = timedelta(seconds=5)  # hot-queue due times are the workers' clocks, not ours
 ReadyCursor = tuple[int, datetime, int]   # (-priority, due_at, id) of the last task read
 
 
@@ -33,8 +34,10 @@ class Ledger:
         self.pool = pool
 
     async def enqueue(self, tasks: Sequence[NewTask], *,
-                      on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
-        """Insert tasks and their URL state in one transaction; returns how many were queued.
+                      on_conflict: Literal["skip", "requeue", "urgent"] = "skip",
+                      ) -> list[tuple[str, int, int, float]]:
+        """Insert tasks and their URL state in one transaction; returns (source, id,
+        priority, due epoch) of each task queued.
 
         Bulk path: COPY into a temporary table, then one INSERT … ON CONFLICT. Known URLs:
         ``skip`` leaves them alone; ``requeue`` makes finished ones PENDING again (a stale
@@ -42,7 +45,7 @@ class Ledger:
         in flight (urgent submissions jump every queue).
         """
         if not tasks:
-            return 0
+            return []
         now = datetime.now(UTC)
         conflict = {
             "skip": "DO NOTHING",
@@ -67,13 +70,13 @@ class Ledger:
                     "trace_id) SELECT DISTINCT ON (source_id, url_hash) source_id, url, url_hash, "
                     "kind, priority, due_at, depth, trace_id FROM new_tasks "
                     f"ORDER BY source_id, url_hash, priority DESC ON CONFLICT (source_id, url_hash) "
-                    f"{conflict}")
-                queued = cur.rowcount
+                    f"{conflict} RETURNING source_id, id, priority, extract(epoch FROM due_at)")
+                queued = [(s, int(i), int(p), float(d)) for s, i, p, d in await cur.fetchall()]
                 await cur.execute(
                     "INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
                     "url_hash, source_id, url FROM new_tasks ORDER BY url_hash "
                     "ON CONFLICT (url_hash) DO NOTHING")
-        return max(queued, 0)
+        return queued
 
     async def rearm(self, source_id: str, cadence: timedelta) -> int:
         """Seeds and list pages finished longer than ``cadence`` ago become due again."""
@@ -110,15 +113,17 @@ class Ledger:
 
     async def claim_ids(self, ids: Sequence[int], owner: str, lease: timedelta,
                         batch_id: str | None = None) -> list[ClaimedTask]:
-        """Lease exactly these tasks if still ready (the guard behind hot-queue claims)."""
+        """Lease exactly these tasks if still ready and due (the guard behind hot-queue
+        claims: a window may hold an id that was rescheduled after it was pushed)."""
         if not ids:
             return []
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'LEASED', lease_owner = %s, lease_expires_at = now() + %s,"
                 " batch_id = %s, attempts = attempts + 1, updated_at = now() "
-                f"WHERE id = ANY(%s) AND {_READY} RETURNING {_CLAIM_COLUMNS}",
-                (owner, lease, batch_id, list(ids)))
+                f"WHERE id = ANY(%s) AND {_READY} AND due_at <= now() + %s "
+                f"RETURNING {_CLAIM_COLUMNS}",
+                (owner, lease, batch_id, list(ids), CLOCK_SLACK))
             rows = await cur.fetchall()
         order = {i: n for n, i in enumerate(ids)}
         return sorted(_claimed(rows), key=lambda t: order[t.id])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+CLEANER_NICE = 10  # fetching first; cleaning takes the CPU left over and catches up after
 
 
 @dataclass
@@ -29,28 +32,47 @@ class Usage:
         return 100.0 * self.cpu_seconds / self.wall_seconds if self.wall_seconds else 0.0
 
 
+class UsageProbe:
+    """Samples one process's CPU time and peak RSS from outside (any process: a worker,
+    the simulator, a server)."""
+
+    def __init__(self, pid: int) -> None:
+        self.usage = Usage()
+        self._ps = psutil.Process(pid)
+        self._started = time.monotonic()
+
+    def sample(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            cpu = self._ps.cpu_times()
+            self.usage.cpu_seconds = cpu.user + cpu.system
+            self.usage.wall_seconds = time.monotonic() - self._started
+            self.usage.peak_rss_mb = max(self.usage.peak_rss_mb,
+                                         self._ps.memory_info().rss / 2**20)
+
+
 @dataclass
 class ChildProcess:
-    """A ``stratacrawl`` subprocess whose stdout carries JSON lines."""
+    """A ``stratacrawl`` subprocess whose stdout carries JSON lines; ``nice`` lowers its CPU
+    priority (the cleaner: it may lag, staging holds its backlog)."""
 
     name: str
     args: list[str]
     env: dict[str, str]
     log_path: Path
+    nice: int = 0
     lines: list[dict[str, Any]] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
     killed: bool = False
     _proc: subprocess.Popen[str] | None = None
-    _ps: psutil.Process | None = None
-    _started: float = 0.0
+    _probe: UsageProbe | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("w")
         self._proc = subprocess.Popen([sys.executable, "-m", "stratacrawl", *self.args],
-                                      stdout=subprocess.PIPE, stderr=log, text=True, env=self.env)
-        self._ps = psutil.Process(self._proc.pid)
-        self._started = time.monotonic()
+                                      stdout=subprocess.PIPE, stderr=log, text=True, env=self.env,
+                                      preexec_fn=(lambda: os.nice(self.nice)) if self.nice
+                                      else None)
+        self._probe = UsageProbe(self._proc.pid)
         threading.Thread(target=self._read, daemon=True, name=f"read-{self.name}").start()
 
     def _read(self) -> None:
@@ -68,16 +90,14 @@ class ChildProcess:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def usage(self) -> Usage:
+        return self._probe.usage if self._probe is not None else Usage()
+
     def sample(self) -> None:
         """Fold the process's CPU time and memory so far into :attr:`usage`."""
-        if self._ps is None or not self.alive:
-            return
-        with contextlib.suppress(psutil.Error):
-            cpu = self._ps.cpu_times()
-            self.usage.cpu_seconds = cpu.user + cpu.system
-            self.usage.wall_seconds = time.monotonic() - self._started
-            self.usage.peak_rss_mb = max(self.usage.peak_rss_mb,
-                                         self._ps.memory_info().rss / 2**20)
+        if self._probe is not None and self.alive:
+            self._probe.sample()
 
     def latest(self) -> dict[str, Any]:
         """The last progress line (``{}`` before the first)."""
@@ -120,4 +140,4 @@ def crawl_worker(name: str, sources: Path, seconds: float, env: dict[str, str],
 def cleaner(name: str, sources: Path, seconds: float, env: dict[str, str],
             logs: Path) -> ChildProcess:
     return ChildProcess(name, ["clean", "--sources", str(sources), "--follow", "--seconds",
-                               f"{seconds:.0f}"], env, logs / f"{name}.log")
+                               f"{seconds:.0f}"], env, logs / f"{name}.log", nice=CLEANER_NICE)

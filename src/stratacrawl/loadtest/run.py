@@ -24,7 +24,7 @@ import psycopg
 import yaml
 
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.loadtest.processes import ChildProcess, cleaner, crawl_worker
+from stratacrawl.loadtest.processes import ChildProcess, Usage, UsageProbe, cleaner, crawl_worker
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.runtime import Runtime
 from stratacrawl.sim import build_specs
@@ -148,6 +148,8 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
                    for i in range(cfg.workers)]
         clean = cleaner("cleaner", sources, seconds + cfg.drain_limit_s, env, out / "logs")
         arrivals: dict[str, dict[int, int]] = defaultdict(dict)
+        assert sim.proc is not None
+        others = {"simulator": UsageProbe(sim.proc.pid)}
         with _db(rt) as conn:
             for p in (*workers, clean):
                 p.start()
@@ -157,7 +159,7 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
             while any(w.alive for w in workers):
                 time.sleep(cfg.sample_s)
                 now = time.monotonic()
-                for p in (*workers, clean):
+                for p in (*workers, clean, *others.values()):
                     p.sample()
                 backlog, staged, uncleaned, records = _sample_tiers(conn)
                 result.samples.append(Sample(
@@ -180,7 +182,13 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
             clean.wait(5)
             result.seconds = fetch_seconds
             _summarize(result, conn, workers, clean, sources, arrivals, drain)
+            for name, probe in others.items():
+                result.processes[name] = _usage(probe.usage)
     return result
+
+
+def _usage(usage: Usage) -> dict[str, float]:
+    return {"cpu_percent": round(usage.cpu_percent, 1), "peak_rss_mb": round(usage.peak_rss_mb, 1)}
 
 
 def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:
@@ -229,8 +237,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
             "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99)),
             "staging_flushes": f.get("flushes"), "staging_flush_s": f.get("flush_seconds")}
     for p in (*workers, clean):
-        result.processes[p.name] = {"cpu_percent": round(p.usage.cpu_percent, 1),
-                                    "peak_rss_mb": round(p.usage.peak_rss_mb, 1)}
+        result.processes[p.name] = _usage(p.usage)
     injected = sum(n for r, n in reasons.items() if r in INJECTED)
     staged_in_run = _one(conn, "SELECT count(*) FROM staging")
     dup = _one(conn, "SELECT count(*) FROM (SELECT task_id FROM staging WHERE kind = 'item' "

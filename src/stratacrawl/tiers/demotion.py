@@ -29,6 +29,7 @@ class DemoteStats:
     docs: int = 0
     rows: int = 0
     error: str | None = None
+    busy: bool = False   # another process was demoting: this one left it to it
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -54,6 +55,7 @@ def warm_docs(layout: IndexLayout, row: tuple[Any, ...]) -> list[dict[str, Any]]
     ]
 
 
+DEMOTION_LOCK = 0x5C_DE_30_7E  # advisory lock key: the one demoter of a cluster
 SELECT_UNSYNCED = (
     "SELECT url_hash, source_id, url, etag, last_modified, content_hash, http_status, title, "
     "content_length, last_crawled, retry_count, GREATEST(last_access, last_crawled) "
@@ -65,7 +67,23 @@ SELECT_UNSYNCED = (
 async def demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
                  *, limit: int = 5000, max_rounds: int | None = None) -> DemoteStats:
     """Index unsynced URL state in warm until none is left (or ``max_rounds`` batches);
-    an Elasticsearch failure stops the run and leaves the watermark where it was."""
+    an Elasticsearch failure stops the run and leaves the watermark where it was.
+
+    One process demotes at a time (a PostgreSQL advisory lock): every crawl worker runs
+    this every few seconds, and without the lock each indexed the same rows again."""
+    async with pool.connection() as lock:
+        got = (await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
+                                         (DEMOTION_LOCK,))).fetchone())[0]
+        if not got:
+            return DemoteStats(busy=True)
+        try:
+            return await _demote(pool, es, layout, limit, max_rounds)
+        finally:
+            await lock.execute("SELECT pg_advisory_unlock(%s)", (DEMOTION_LOCK,))
+
+
+async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
+                  limit: int, max_rounds: int | None) -> DemoteStats:
     stats = DemoteStats()
     rounds = 0
     while max_rounds is None or rounds < max_rounds:

@@ -100,6 +100,37 @@ async def test_hot_window_stays_bounded(comps: Components) -> None:
     assert await comps.hot_queue.size("s1") <= 50
 
 
+async def test_new_work_enters_a_window_with_room_without_ledger_reads(
+        comps: Components) -> None:
+    comps.hot_queue.window = 100
+    await comps.frontier.add(tasks(30))
+    first = await comps.frontier.claim("s1", 10, "w1")   # refills: the ledger had 30
+    assert len(first.tasks) == 10
+    reads = 0
+    ready_page = comps.ledger.ready_page
+
+    async def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        reads += 1
+        return await ready_page(*args, **kwargs)
+
+    comps.ledger.ready_page = counted  # type: ignore[method-assign]
+    await comps.frontier.add(tasks(70)[30:])             # 40 new links: room for all
+    assert await comps.hot_queue.size("s1") == 60
+    claimed = {t.id for t in first.tasks}
+    for _ in range(6):
+        batch = await comps.frontier.claim("s1", 10, "w1")
+        assert len(batch.tasks) == 10
+        claimed |= {t.id for t in batch.tasks}
+    assert reads == 0 and len(claimed) == 70
+    await comps.frontier.add(tasks(300)[70:])            # 230 more than the window holds
+    assert await comps.hot_queue.size("s1") == 100
+    rest = set()
+    while batch := (await comps.frontier.claim("s1", 50, "w1")).tasks:
+        rest |= {t.id for t in batch}
+    assert reads >= 1 and len(rest) == 230 and not rest & claimed   # the ledger had the rest
+
+
 async def test_rearm_and_requeue(comps: Components) -> None:
     seed = NewTask("s1", "http://example.test/", fingerprint("http://example.test/"), "seed")
     await comps.frontier.add([seed])

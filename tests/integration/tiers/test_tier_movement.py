@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -90,9 +91,15 @@ async def test_warm_down_the_crawl_goes_on_and_warm_is_backfilled(comps: Compone
             "SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL "
             "AND warm_synced_at IS NULL")).fetchone())[0]
     assert behind > 0
-    stats = await demote(comps.pool, comps.es, comps.runtime.layout)
-    assert stats.rows == behind and stats.error is None
+    # Two workers demoting at once: one indexes, the other leaves it (no double work).
+    first, second = await asyncio.gather(*(demote(comps.pool, comps.es, comps.runtime.layout)
+                                           for _ in range(2)))
+    assert sorted([first.busy, second.busy]) == [False, True]
+    stats = first if not first.busy else second
+    assert stats.rows == behind and stats.error is None and stats.docs == 2 * behind
     assert await warm_count(comps, "url_dedup") == behind
+    again = await demote(comps.pool, comps.es, comps.runtime.layout)  # the lock was let go
+    assert not again.busy and again.rows == 0
 
 
 async def test_hot_eviction_keeps_the_hot_and_writes_back(comps: Components) -> None:
