@@ -1,20 +1,23 @@
 """fetch: pages/s fetched and staged end to end; staging rows/s; worker RSS.
 
 ``fetch_pages_per_s``: a full crawl (seeds → list pages → items, politeness on, staging
-with ledger updates) of 20 simulated sources served by a separate simulator process;
+with ledger updates) of 20 simulated sources of ~30 KB pages served by a separate
+simulator process, until nothing is due (or 120 s);
 baseline: a plain aiohttp client hammering the same server's pages in the same run.
 ``staging_rows_per_s``: rows through the staging writer (binary COPY + ledger outcomes +
 URL state, one transaction per 1,000 rows, ``staging_flushes`` at once, then the hot-tier
 acknowledgements) against a plain COPY of the same rows.
-``fetch_worker_rss_mb``: peak RSS of this process over the crawl (1-5 MB pages in the mix).
+``fetch_worker_rss_mb``: peak RSS of a ``stratacrawl crawl`` process over a 5-minute crawl
+with 1 % of item pages 1-5 MB.
 """
 
 from __future__ import annotations
 
-import resource
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,10 +29,13 @@ from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.crawl import crawl, spool_for
 from stratacrawl.frontier.tasks import NewTask, TaskState
+from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.staging.rows import COLUMNS, TYPES, StagedFetch, ensure_partitions, make_row
 from stratacrawl.staging.writer import StagingWriter
 
 SOURCES = 20
+OVERSIZED_RATE = 0.01   # share of 1-5 MB item pages in the RSS crawl
+RSS_SECONDS = 300.0
 ROWS_PER_TRANSACTION = 1000
 
 
@@ -105,13 +111,36 @@ def _lease() -> Any:
     return timedelta(minutes=10)
 
 
+def _worker_rss(seconds: float, backlog: int) -> tuple[float, int, float]:
+    """Peak RSS of a ``stratacrawl crawl`` process (its own OS process, as deployed) over a
+    crawl with 1-5 MB pages in the mix; (peak MB, pages staged, seconds)."""
+    with tempfile.TemporaryDirectory(prefix="bench-fetch-rss-") as tmp:
+        folder = Path(tmp)
+        with simulated_site(SOURCES, 11, first_host=170, backlog=backlog,
+                            oversized_rate=OVERSIZED_RATE, write_to=folder / "sources.yaml"), \
+                bench_runtime("fetch") as rt:
+            uvloop.run(rt.prepare())
+            worker = ChildProcess("fetch-rss", [
+                "crawl", "--sources", str(folder / "sources.yaml"), "--seconds",
+                f"{seconds:.0f}", "--worker-id", "bench-rss", "--json"],
+                rt.child_env(folder / "state"), folder / "crawl.log")
+            worker.start()
+            while worker.alive:
+                time.sleep(0.5)
+                worker.sample()
+            final = worker.final or {}
+            return worker.usage.peak_rss_mb, int(final.get("landed", 0)), float(
+                final.get("seconds", 0.0))
+
+
 def run(quick: bool = False) -> Iterator[Figure]:
     seconds = 30.0 if quick else 120.0
     backlog = 300 if quick else 3000
-    with simulated_site(SOURCES, 7, first_host=150, backlog=backlog) as (sim, sources):
+    # Throughput on 30 KB pages (the target's static site); no multi-MB pages here.
+    with simulated_site(SOURCES, 7, first_host=150, backlog=backlog,
+                        oversized_rate=0.0) as (sim, sources):
         with bench_runtime("fetch") as rt:
             rate, landed, elapsed = uvloop.run(_crawl(rt, sources, seconds))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         urls = []
         with httpx.Client() as c:
             for s in sim.sources[:6]:
@@ -120,6 +149,8 @@ def run(quick: bool = False) -> Iterator[Figure]:
     with bench_runtime("staging") as rt:
         ours, plain = uvloop.run(_staging(rt, 20_000 if quick else 100_000))
         flushes = rt.settings.staging_flushes
+    rss, rss_pages, rss_seconds = _worker_rss(40.0 if quick else RSS_SECONDS,
+                                              backlog=1000 if quick else 20_000)
     sizes = {"sources": SOURCES, "items_per_source": backlog, "pages_staged": landed,
              "seconds": round(elapsed, 1)}
     yield Figure("fetch", "fetch_pages_per_s", rate, "1/s", ceiling["per_s"],
@@ -128,4 +159,6 @@ def run(quick: bool = False) -> Iterator[Figure]:
                  "plain binary COPY of the same rows (no ledger, no URL state)",
                  extra={"rows_per_transaction": ROWS_PER_TRANSACTION,
                         "flushes_at_once": flushes})
-    yield Figure("fetch", "fetch_worker_rss_mb", rss, "MB", None, None, extra=sizes)
+    yield Figure("fetch", "fetch_worker_rss_mb", rss, "MB", None, None,
+                 extra={"pages_staged": rss_pages, "seconds": round(rss_seconds, 1),
+                        "oversized_rate": OVERSIZED_RATE, "process": "stratacrawl crawl"})

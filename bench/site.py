@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
+
+import yaml
 
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
@@ -17,8 +20,10 @@ EPOCH = "2026-11-30T00:00:00+00:00"
 
 @contextlib.contextmanager
 def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
-                   oversized_rate: float | None = None,
+                   oversized_rate: float | None = None, write_to: Path | None = None,
                    ) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+    """``oversized_rate``: share of 1-5 MB item pages (the simulator's default if None);
+    ``write_to``: also write the sources file there (for a ``stratacrawl crawl`` child)."""
     extra = ("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()
     with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", EPOCH,
                           "--first-host", str(first_host), "--backlog", str(backlog),
@@ -30,4 +35,6 @@ def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
         document = sources_document(specs, rate=2000.0, concurrency=8)
         for entry in document["sources"]:
             entry["batch_size"] = 100
+        if write_to is not None:
+            write_to.write_text(yaml.safe_dump(document, sort_keys=False))
         yield sim, parse_sources(document)

@@ -48,6 +48,7 @@ class CrawlReport:
     spool: DrainReport | None = None
     demoted: int = 0          # URL states indexed in warm during the run
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # every request
+    active: dict[Any, str] = field(default_factory=dict)  # the worker's running batches
 
     def to_json(self) -> dict[str, Any]:
         """What one crawl did, as JSON (``crawl --json``; the load test merges workers)."""
@@ -95,7 +96,7 @@ def spool_for(comps: Components) -> Spool:
     return Spool(comps.runtime.settings.state_path / "spool")
 
 
-SEED_CONCURRENCY = 32
+SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
 
 
 async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
@@ -194,6 +195,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
         report.sources = worker.stats
         report.latency = worker.latency
+        report.active = worker.active
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         stop = asyncio.Event()

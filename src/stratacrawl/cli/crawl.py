@@ -58,7 +58,7 @@ def crawl_cmd(
                 def progress(r: CrawlReport) -> None:
                     live.update(f"fetched {r.fetched} · queued {r.discovery.queued} · "
                                 f"staged {r.writer.landed if r.writer else 0}")
-                ticker = asyncio.create_task(_every(1.0, lambda: progress(report)))
+                ticker = asyncio.create_task(_every(1.0, lambda _lag: progress(report)))
                 try:
                     return await run
                 finally:
@@ -76,21 +76,25 @@ def crawl_cmd(
     console.print(f"discovered {report.discovery.queued} new URLs; dropped: {dropped or 'none'}")
 
 
-async def _every(seconds: float, tick: Callable[[], None]) -> None:
+async def _every(seconds: float, tick: Callable[[float], None]) -> None:
+    """``tick(lag)`` every ``seconds``; ``lag``: how late the event loop woke it (a busy
+    loop delays every request's send and receive by as much)."""
     while True:
+        due = time.monotonic() + seconds
         await asyncio.sleep(seconds)
-        tick()
+        tick(time.monotonic() - due)
 
 
 async def _with_json_progress(run: Coroutine[Any, Any, CrawlReport],
                               report: CrawlReport) -> CrawlReport:
     t0 = time.monotonic()
 
-    def line() -> None:
+    def line(lag_s: float) -> None:
         w = report.writer
         print(json.dumps({"t": round(time.monotonic() - t0, 2), "fetched": report.fetched,
                           "landed": w.landed if w else 0, "spooled": w.spooled if w else 0,
-                          "queued": report.discovery.queued}), flush=True)
+                          "queued": report.discovery.queued, "in_flight": len(report.active),
+                          "loop_lag_ms": round(lag_s * 1000, 1)}), flush=True)
 
     ticker = asyncio.create_task(_every(1.0, line))
     try:

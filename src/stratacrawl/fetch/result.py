@@ -22,6 +22,15 @@ class FetchResult:
     content_type: str | None = None
     elapsed_ms: float = 0.0
     redirects: list[str] = field(default_factory=list)
+    size: int = field(init=False, default=0)  # decoded body bytes (kept after release_body)
+
+    def __post_init__(self) -> None:
+        self.size = len(self.body)
+
+    def release_body(self) -> None:
+        """Drop the decoded body once it is packed for staging: a batch of 100 pages would
+        otherwise hold every page it fetched until its last request."""
+        self.body = b""
 
     @property
     def etag(self) -> str | None:

@@ -100,7 +100,7 @@ class FetchWorker:
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
-        self._active: dict[asyncio.Task[None], str] = {}  # running batch → its source
+        self.active: dict[asyncio.Task[None], str] = {}  # running batch → its source
         self._plan_until = 0.0
         self._allowance = self.max_batches
         self._order: list[str] = []
@@ -166,6 +166,7 @@ class FetchWorker:
             client = await self.client_for(source)
             validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
             results: list[tuple[ClaimedTask, FetchResult]] = []
+            staged: list[StagedFetch] = []
             renewed = time.monotonic()
             for task, hot in zip(batch.tasks, validators, strict=True):
                 v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
@@ -176,6 +177,8 @@ class FetchWorker:
                 self.latency.add(result.elapsed_ms)
                 if self.on_result:
                     self.on_result(source.id, result)
+                staged.append(self._staged(task, result, source))  # compressed from here on
+                result.release_body()
                 # Renew the slot now and then: a long batch must not lose it halfway.
                 if time.monotonic() - renewed > source.timeout_s:
                     await self.politeness.acquire_slot(source.id, holder, source.concurrency,
@@ -192,11 +195,12 @@ class FetchWorker:
             level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
             stats.delayed_batches += int(level2)
             now = datetime.now(UTC)
-            for task, result in results:
-                await self.writer.add(source.id, self._staged(task, result, source, level2, now))
+            for (task, result), item in zip(results, staged, strict=True):
+                item.outcome = outcome_for(task, result, source, level2, now)
+                await self.writer.add(source.id, item)
                 stats.fetched += 1
                 stats.latency_ms += result.elapsed_ms
-                stats.bytes += len(result.body)
+                stats.bytes += result.size
                 stats.reasons[result.verdict.reason] += 1
                 if result.status == 304:
                     stats.not_modified += 1
@@ -214,9 +218,9 @@ class FetchWorker:
         finally:
             await self.politeness.release_slot(source.id, holder)
 
-    def _staged(self, task: ClaimedTask, r: FetchResult, source: Source, level2: bool,
-                now: datetime) -> StagedFetch:
-        outcome = outcome_for(task, r, source, level2, now)
+    def _staged(self, task: ClaimedTask, r: FetchResult, source: Source) -> StagedFetch:
+        """The staging row of one fetch (body zstd-compressed); its ledger outcome is set
+        when the batch is over (a batch that mostly failed is delayed as a whole)."""
         success = r.verdict.success
         row = None
         if r.status is not None:
@@ -227,7 +231,8 @@ class FetchWorker:
                            body=r.body, elapsed_ms=r.elapsed_ms, trace_id=r.trace_id,
                            worker=self.worker_id, kind=task.kind, success=success)
         content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
-        return StagedFetch(row=row, outcome=outcome, url_hash=task.url_hash,
+        return StagedFetch(row=row, outcome=(task.id, TaskState.FETCHING, None, None, None),
+                           url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
                            succeeded=success, fetched_at=r.fetched_at, status=r.status,
                            body_bytes=len(r.body))
@@ -236,8 +241,8 @@ class FetchWorker:
     async def heartbeat(self) -> None:
         lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
         await self.c.scheduler.beat(Heartbeat(
-            worker=self.worker_id, depth=len(self._active) + self.writer.pending // 100,
-            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self._active)))
+            worker=self.worker_id, depth=len(self.active) + self.writer.pending // 100,
+            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.active)))
 
     async def _start_batches(self) -> int:
         """Claim a batch for every source with room (best first, up to the allowance) and
@@ -251,10 +256,10 @@ class FetchWorker:
             self._order = await self.c.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
-        running = Counter(self._active.values())
+        running = Counter(self.active.values())
         wanted: list[Source] = []
         for source_id in self._order:
-            if len(self._active) + len(wanted) >= allowance or self.writer.degraded:
+            if len(self.active) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
             if running[source_id] >= source.concurrency or self._skip_until.get(source_id,
@@ -279,7 +284,7 @@ class FetchWorker:
             _, batch, holder = claimed
             task = asyncio.create_task(self.run_batch(source, batch, holder))
             task.add_done_callback(self._batch_done)
-            self._active[task] = source.id
+            self.active[task] = source.id
             started += 1
         return started
 
@@ -326,14 +331,14 @@ class FetchWorker:
                     log.warning("fetch: cannot claim (%s); retrying", e)
                     started = 0
                     await asyncio.sleep(1.0)
-                if self._active:
+                if self.active:
                     if not self._finished:  # woken by the first batch to finish, or in 0.2 s
                         self._wake.clear()
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._wake.wait(), timeout=0.2)
                     done, self._finished = self._finished, []
                     for task in done:
-                        sid = self._active.pop(task)
+                        sid = self.active.pop(task)
                         if not task.cancelled() and task.exception():
                             log.error("fetch: batch of %s failed: %r", sid, task.exception())
                 elif not started:
@@ -343,11 +348,11 @@ class FetchWorker:
         finally:
             # Running batches get a moment to finish; what is cancelled keeps its leases,
             # which expire and are reclaimed (as after a crash).
-            if self._active:
-                await asyncio.wait(self._active, timeout=DRAIN_S)
-            for task in self._active:
+            if self.active:
+                await asyncio.wait(self.active, timeout=DRAIN_S)
+            for task in self.active:
                 task.cancel()
-            await asyncio.gather(*self._active, return_exceptions=True)
-            self._active.clear()
+            await asyncio.gather(*self.active, return_exceptions=True)
+            self.active.clear()
             await self.c.scheduler.leave(self.worker_id)
             await self.close()

@@ -84,12 +84,14 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
             f"(lease not yet expired), lost {k['lost']}. Throughput 90-150 s after the kill vs "
             f"the minute before: {f['rate_recovered_after_kill']}.",
             ""]
-    lines += ["## Workers", "", "| worker | pages | pages/s | success | mean ms | p99 ms |",
-              "|---|---|---|---|---|---|"]
+    lines += ["## Workers", "", "| worker | pages | pages/s | success | mean ms | p99 ms | "
+              "batches in flight (mean) | event-loop lag ms (mean / max) |",
+              "|---|---|---|---|---|---|---|---|"]
     for name, w in result.workers.items():
         lines.append(f"| {name}{' (killed)' if w['killed'] else ''} | {w['landed']:,} | "
                      f"{w['pages_per_s']} | {w['success_rate']} | {w['mean_latency_ms']} | "
-                     f"{w['p99_latency_ms']} |")
+                     f"{w['p99_latency_ms']} | {w.get('mean_in_flight')} | "
+                     f"{w.get('mean_loop_lag_ms')} / {w.get('max_loop_lag_ms')} |")
     lines += ["", "## Processes", "", "| process | CPU % of one core (mean) | peak RSS MB |",
               "|---|---|---|"]
     for name, p in result.processes.items():

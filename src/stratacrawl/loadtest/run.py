@@ -187,6 +187,18 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
     return result
 
 
+def _loop_figures(w: ChildProcess) -> dict[str, float | None]:
+    """Batches in flight (throughput = requests in flight / latency) and how late its
+    event loop ran, over the worker's progress lines after its first staged page."""
+    lines = [ln for ln in w.lines if "in_flight" in ln and ln.get("landed")]
+    if not lines:
+        return {"mean_in_flight": None, "mean_loop_lag_ms": None, "max_loop_lag_ms": None}
+    lags = [float(ln.get("loop_lag_ms", 0.0)) for ln in lines]
+    return {"mean_in_flight": round(sum(int(ln["in_flight"]) for ln in lines) / len(lines), 1),
+            "mean_loop_lag_ms": round(sum(lags) / len(lags), 1),
+            "max_loop_lag_ms": round(max(lags), 1)}
+
+
 def _usage(usage: Usage) -> dict[str, float]:
     return {"cpu_percent": round(usage.cpu_percent, 1), "peak_rss_mb": round(usage.peak_rss_mb, 1)}
 
@@ -235,7 +247,8 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
             "pages_per_s": round(landed / max(w.usage.wall_seconds, 1e-9), 1),
             "success_rate": round(w_ok / int(f["fetched"]), 4) if f.get("fetched") else None,
             "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99)),
-            "staging_flushes": f.get("flushes"), "staging_flush_s": f.get("flush_seconds")}
+            "staging_flushes": f.get("flushes"), "staging_flush_s": f.get("flush_seconds"),
+            **_loop_figures(w)}
     for p in (*workers, clean):
         result.processes[p.name] = _usage(p.usage)
     injected = sum(n for r, n in reasons.items() if r in INJECTED)

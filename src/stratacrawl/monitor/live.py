@@ -114,7 +114,7 @@ class LiveMetrics:
             counts[b] = counts.get(b, 0) + 1
             lines.append(json.dumps({
                 "at": r.fetched_at.isoformat(), "url": r.url, "url_hash": url_hash,
-                "status": r.status, "ms": round(r.elapsed_ms, 1), "bytes": len(r.body),
+                "status": r.status, "ms": round(r.elapsed_ms, 1), "bytes": r.size,
                 "error": None if r.verdict.success else r.verdict.reason, "worker": worker,
                 "trace_id": r.trace_id}))
         async with self.redis.pipeline(transaction=False) as pipe:
