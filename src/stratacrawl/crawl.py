@@ -24,6 +24,7 @@ from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.malloc import pin_mmap_threshold
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import Source, SourcesFile
@@ -185,6 +186,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     """Discovery and fetch together until nothing is due (or ``seconds`` pass);
     ``report`` (if given) is filled in as the crawl goes."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
+    pin_mmap_threshold()  # page bodies of 1-5 MB must not fragment the heap
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)

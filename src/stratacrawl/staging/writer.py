@@ -1,6 +1,7 @@
 """The staging writer: buffered, in the background, acknowledging only what is durable.
 
-Fetched pages are buffered and landed every ``flush_rows`` rows or ``flush_s`` seconds,
+Fetched pages are buffered and landed every ``flush_rows`` rows or ``flush_s`` seconds
+(``LIST_FLUSH_S`` when a page discovery waits for is buffered),
 in background tasks so COPY overlaps fetching; up to ``parallel`` flushes run at once on
 their own connections (a flush is mostly PostgreSQL's work: index upkeep of the ledger
 and URL-state updates, so two flushes use two server cores). One transaction per flush
@@ -25,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.staging.rows import StagedFetch, ensure_partitions, land
+from stratacrawl.staging.rows import COLUMNS, LISTS, StagedFetch, ensure_partitions, land
 from stratacrawl.staging.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,14 @@ DB_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSErro
 # deadlock; PostgreSQL aborts one and it is simply run again.
 RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 COMMIT_ATTEMPTS = 3
+# Seed, list and sitemap pages are where discovery finds the next links (a paginated
+# archive is a chain of them): a buffer holding one lands within this, not ``flush_s``.
+LIST_FLUSH_S = 0.5
+_KIND = COLUMNS.index("kind")
+
+
+def _is_list(item: StagedFetch) -> bool:
+    return item.row is not None and item.row[_KIND] in LISTS
 
 
 @dataclass
@@ -71,6 +80,7 @@ class StagingWriter:
         self._slots = asyncio.Semaphore(max(1, parallel))
         self._flushing: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
+        self._lists = 0  # buffered seed, list and sitemap pages
         self._closing = False
         self._last_flush = time.monotonic()
 
@@ -91,7 +101,10 @@ class StagingWriter:
             self._space.clear()
             await self._space.wait()
         self._buffer.append((source_id, item))
-        if len(self._buffer) >= self.flush_rows:
+        if _is_list(item):
+            self._lists += 1
+            self._ready.set()  # the flusher re-times itself: discovery waits for this page
+        elif len(self._buffer) >= self.flush_rows:
             self._ready.set()
 
     async def probe(self) -> bool:
@@ -137,11 +150,14 @@ class StagingWriter:
     async def _run(self) -> None:
         while not self._closing:
             await self._slots.acquire()
-            if len(self._buffer) < self.flush_rows and not self._closing:
+            while len(self._buffer) < self.flush_rows and not self._closing:
+                every = min(self.flush_s, LIST_FLUSH_S) if self._lists else self.flush_s
+                wait = every - (time.monotonic() - self._last_flush)
+                if wait <= 0:
+                    break
                 self._ready.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._ready.wait(), timeout=max(
-                        0.05, self.flush_s - (time.monotonic() - self._last_flush)))
+                    await asyncio.wait_for(self._ready.wait(), timeout=wait)
             batch = self._take()
             if batch:
                 self._start(batch)
@@ -153,6 +169,7 @@ class StagingWriter:
         flush slots instead of landing in one long transaction."""
         batch = self._buffer[:self.flush_rows]
         del self._buffer[:self.flush_rows]
+        self._lists = sum(1 for _, i in self._buffer if _is_list(i))
         self._in_flight += len(batch)
         self._last_flush = time.monotonic()
         return batch

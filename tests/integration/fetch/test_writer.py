@@ -95,3 +95,20 @@ async def test_batches_of_one_source_share_one_client_and_close_it(comps: Compon
     assert len({id(c) for c in clients}) == 1        # eight batches starting together
     await worker.close()
     assert worker.clients == {}
+
+
+async def test_a_list_page_lands_without_waiting_for_a_full_flush(comps: Components,
+                                                                  tmp_path: Path) -> None:
+    items = await _claimed(comps, 3, "w1")
+    listing = items[2]
+    listing.row = (*listing.row[:16], "list", *listing.row[17:])   # COLUMNS: kind
+    async with _writer(comps, tmp_path, "w1", flush_rows=1000, flush_s=60.0) as writer:
+        await writer.add("s1", items[0])
+        await asyncio.sleep(1.0)
+        assert writer.stats.landed == 0          # an item page waits for rows or flush_s
+        await writer.add("s1", listing)
+        for _ in range(40):
+            if writer.stats.landed:
+                break
+            await asyncio.sleep(0.05)
+        assert writer.stats.landed == 2          # the list page took the item with it
