@@ -38,7 +38,6 @@ from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 log = logging.getLogger(__name__)
 DEMOTE_EVERY_S = 5.0
 EVICT_CHECK_EVERY_S = 60.0
-RECLAIM_EVERY_S = 10.0
 
 
 @dataclass
@@ -80,19 +79,6 @@ async def demote_safe(comps: Components, max_rounds: int | None = None) -> Demot
     except DB_DOWN as e:
         log.warning("crawl: demotion paused (%s)", e)
         return DemoteStats(error=str(e))
-
-
-async def reclaim_safe(comps: Components) -> int:
-    """Expired leases (a worker killed mid-batch) back to ready, so the workers still
-    running fetch them within a lease time; never stops a crawl."""
-    try:
-        n = await comps.frontier.reclaim()
-    except DB_DOWN as e:
-        log.warning("crawl: lease reclaim paused (%s)", e)
-        return 0
-    if n:
-        log.info("crawl: %d expired leases reclaimed", n)
-    return n
 
 
 async def evict_safe(comps: Components) -> None:
@@ -223,11 +209,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             spool = spool_for(comps)
             next_demotion = time.monotonic() + DEMOTE_EVERY_S
             next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
-            next_reclaim = time.monotonic()
             while not stop.is_set():
-                if time.monotonic() >= next_reclaim:  # a dead worker's leases → the living
-                    next_reclaim = time.monotonic() + RECLAIM_EVERY_S
-                    await reclaim_safe(comps)
                 if time.monotonic() >= next_demotion:  # committed fetches → warm
                     next_demotion = time.monotonic() + DEMOTE_EVERY_S
                     report.demoted += (await demote_safe(comps, max_rounds=1)).rows
