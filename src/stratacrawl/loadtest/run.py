@@ -237,6 +237,9 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         h = LatencyHistogram.from_json(f.get("latency") or {})
         overall.merge(h)
         landed = int(f.get("landed") or (w.latest().get("landed", 0)))
+        if w.killed:  # its last progress line predates flushes it committed before the kill
+            landed = max(landed, int(_one(
+                conn, "SELECT count(*) FROM staging WHERE worker = %s", w.name)))
         w_fetched = int(f.get("fetched") or w.latest().get("fetched", 0))
         w_ok = int(f.get("ok", 0)) + int(f.get("not_modified", 0))
         reasons.update(f.get("reasons") or {})
