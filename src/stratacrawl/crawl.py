@@ -7,6 +7,7 @@ fetch, staging-load): each is a function here over open :class:`Components`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -30,7 +31,7 @@ from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
-from stratacrawl.staging.writer import DB_DOWN, StagingWriter, WriterStats
+from stratacrawl.staging.writer import DB_DOWN, RETRYABLE, StagingWriter, WriterStats
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
@@ -38,6 +39,7 @@ from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 log = logging.getLogger(__name__)
 DEMOTE_EVERY_S = 5.0
 EVICT_CHECK_EVERY_S = 60.0
+RECLAIM_EVERY_S = 10.0  # a dead worker's tasks go back to the living this often
 
 
 @dataclass
@@ -91,6 +93,34 @@ async def evict_safe(comps: Components) -> None:
                      stats.used_before_mb, stats.used_after_mb)
     except Exception as e:  # hot is a cache: try again next round
         log.warning("crawl: hot eviction failed: %s", e)
+
+
+async def keep_leases(comps: Components, owner: str, stop: asyncio.Event) -> None:
+    """Renew ``owner``'s leases every third of a lease time (batches running, pages waiting
+    in the staging writer) and reclaim expired ones (a worker killed mid-batch) every
+    ``RECLAIM_EVERY_S``, until ``stop``. Neither ever stops a crawl."""
+    lease_s = comps.frontier.lease.total_seconds()
+    renew_every = max(0.2, lease_s / 3)
+    next_renewal = time.monotonic() + renew_every
+    next_reclaim = time.monotonic()
+    while not stop.is_set():
+        now = time.monotonic()
+        try:
+            if now >= next_renewal:
+                next_renewal = now + renew_every
+                renewed, gone = await comps.frontier.renew(owner)
+                log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
+            if now >= next_reclaim:
+                next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
+                if n := await comps.frontier.reclaim():
+                    log.info("crawl: %d expired leases reclaimed", n)
+        except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
+            log.warning("crawl: lease upkeep paused (%s)", e)
+        except Exception as e:  # Redis away: the ledger is what counts
+            log.warning("crawl: lease upkeep failed (%r)", e)
+        wait = min(next_renewal, next_reclaim) - time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))
 
 
 def spool_for(comps: Components) -> Spool:
@@ -190,7 +220,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)
-    async with StagingWriter(pool=comps.pool, ledger=comps.ledger, hot_queue=comps.hot_queue,
+    async with StagingWriter(pool=comps.pool, ledger=comps.ledger, frontier=comps.frontier,
                              hot_urls=comps.hot_urls, spool=spool_for(comps), owner=worker_id,
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:
@@ -242,11 +272,17 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                 report.discovery.merge(found)
                 if found.queued or found.requeued or await undiscovered_pages(comps, sources):
                     return False  # another process is still turning list pages into tasks
+                if held := await comps.ledger.leased_by_others(sources.ids, worker_id):
+                    # Other workers' batches may still fail or find links; a dead worker's
+                    # leases expire and are reclaimed here. Either way: not idle yet.
+                    log.debug("crawl: idle here, waiting for %d tasks leased elsewhere", held)
+                    return False
                 return not await comps.ledger.sources_with_due_work(sources.ids)
             except DB_DOWN:
                 return False
 
         discoverer = asyncio.create_task(discover_loop())
+        leases = asyncio.create_task(keep_leases(comps, worker_id, stop))
         port = comps.runtime.settings.worker_metrics_port
         exporter = asyncio.create_task(serve_metrics(comps, sources, port=port, stop=stop)) \
             if port else None
@@ -255,6 +291,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         finally:
             stop.set()
             await discoverer
+            await leases
             if exporter is not None:
                 await exporter
     report.discovery.merge(await discover_staged(comps, sources, limit=10_000))

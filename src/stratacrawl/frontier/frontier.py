@@ -4,6 +4,12 @@ A claim pops due ids from the source's hot queue (one Lua call) and leases them 
 ledger with a guarded UPDATE: an id that another claimer got first, or that is no
 longer ready, is simply not returned. So N claimers never lease one task twice, and a
 Redis that lost everything is refilled from the ledger on the next claim.
+
+Leases are kept alive by their holder: the frontier remembers what each owner of this
+process claimed and ``renew`` extends all of it (one UPDATE) until it is finished —
+including pages fetched but still in the staging writer's buffer. So ``reclaim`` may run
+at any time in any process: only a holder that stopped renewing (killed, hung for a
+whole lease) loses its tasks to the others.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ class Frontier:
         self.refill_horizon = refill_horizon
         self._cursor: dict[str, ReadyCursor] = {}  # per source: where the last refill stopped
         self._drained: dict[str, float] = {}  # per source: the window held all ready work
+        # per owner: task id -> (source, claim number) of every lease it holds here
+        self._held: dict[str, dict[int, tuple[str, int]]] = {}
+        self._claims = 0
 
     async def add(self, tasks: Sequence[NewTask],
                   on_conflict: Literal["skip", "requeue", "urgent"] = "skip") -> int:
@@ -91,6 +100,7 @@ class Frontier:
             ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
             if ids:  # leased first: a refill below must not read them as still ready
                 batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
+                self._hold(owner, source_id, [t.id for t in batch.tasks])
                 stale = set(ids) - {t.id for t in batch.tasks}
                 if stale:  # leased, finished or rescheduled behind the window's back: drop
                     await self.hot.done(source_id, list(stale))
@@ -110,15 +120,52 @@ class Frontier:
                        conn: AsyncConnection | None = None) -> int:
         """Record outcomes (in ``conn``'s transaction when given) and drop the hot leases."""
         applied = await self.ledger.finish(outcomes, owner, conn)
-        await self.hot.done(source_id, [o.task_id for o in outcomes])
+        await self.finished(source_id, [o.task_id for o in outcomes], owner)
         return applied
+
+    async def finished(self, source_id: str, ids: Sequence[int], owner: str) -> None:
+        """These leases ended (their outcome committed): stop renewing them, drop them hot."""
+        held = self._held.get(owner, {})
+        for i in ids:
+            held.pop(i, None)
+        await self.hot.done(source_id, ids)
 
     async def delay(self, batch: Batch, owner: str, delay: timedelta = LEVEL2_DELAY) -> int:
         """Level-2 retry: the whole batch waits (``RETRY_WAIT``) and is due again later."""
         ids = [t.id for t in batch.tasks]
         n = await self.ledger.release(ids, owner, due_at=datetime.now(UTC) + delay)
-        await self.hot.done(batch.source_id, ids)
+        await self.finished(batch.source_id, ids, owner)
         return n
+
+    def _hold(self, owner: str, source_id: str, ids: Sequence[int]) -> None:
+        self._claims += 1
+        held = self._held.setdefault(owner, {})
+        for i in ids:
+            held[i] = (source_id, self._claims)
+
+    def held(self, owner: str) -> int:
+        """How many leases ``owner`` holds in this process."""
+        return len(self._held.get(owner, {}))
+
+    async def renew(self, owner: str) -> tuple[int, int]:
+        """Extend every lease ``owner`` holds here by a lease time (ledger and hot lease
+        sets); returns (renewed, gone). A lease the ledger no longer shows as this owner's
+        (finished, or reclaimed after this process stalled for a lease time) is forgotten."""
+        held = self._held.get(owner)
+        if not held:
+            return 0, 0
+        sent = dict(held)
+        kept = set(await self.ledger.renew(list(sent), owner, self.lease))
+        gone = 0
+        for i, entry in sent.items():
+            if i not in kept and held.get(i) == entry:  # not re-claimed since the snapshot
+                del held[i]
+                gone += 1
+        by_source: dict[str, list[int]] = {}
+        for i in kept:
+            by_source.setdefault(sent[i][0], []).append(i)
+        await self.hot.renew(by_source, time.time() + self.lease.total_seconds())
+        return len(kept), gone
 
     async def reclaim(self) -> int:
         """Expired leases back to PENDING (ledger), and out of the hot lease sets."""

@@ -60,6 +60,15 @@ class HotQueue:
         if ids:
             await self.redis.zrem(leased_key(source_id), *[str(i) for i in ids])
 
+    async def renew(self, ids_by_source: dict[str, list[int]], expiry: float) -> None:
+        """Move the lease expiry of leased ids (only those still in a lease set)."""
+        if not ids_by_source:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for source_id, ids in ids_by_source.items():
+                pipe.zadd(leased_key(source_id), {str(i): expiry for i in ids}, xx=True)
+            await pipe.execute()
+
     async def in_flight(self, source_id: str) -> int:
         return int(await self.redis.zcard(leased_key(source_id)))
 

@@ -179,6 +179,17 @@ class Ledger:
             cur = await own.execute(sql, params)
             return cur.rowcount
 
+    async def renew(self, ids: Sequence[int], owner: str, lease: timedelta) -> list[int]:
+        """Extend the leases ``owner`` still holds among ``ids``; returns their ids."""
+        if not ids:
+            return []
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET lease_expires_at = now() + %s WHERE id = ANY(%s) AND "
+                "lease_owner = %s AND state IN ('LEASED', 'FETCHING') RETURNING id",
+                (lease, sorted(ids), owner))
+            return [int(r[0]) for r in await cur.fetchall()]
+
     async def reclaim_expired(self) -> list[tuple[str, int]]:
         """Expired leases go back to PENDING; returns (source, id) of each reclaimed task."""
         async with self.pool.connection() as conn:
@@ -188,6 +199,16 @@ class Ledger:
                 "'FETCHING') AND lease_expires_at < now() RETURNING source_id, id")
             rows = await cur.fetchall()
         return [(str(s), int(i)) for s, i in rows]
+
+    async def leased_by_others(self, source_ids: Sequence[str], owner: str) -> int:
+        """Tasks of these sources leased to anyone but ``owner`` (the leased index is small)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM tasks WHERE state IN ('LEASED', 'FETCHING') AND "
+                "source_id = ANY(%s) AND lease_owner IS DISTINCT FROM %s",
+                (list(source_ids), owner))
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
 
     async def release(self, ids: Sequence[int], owner: str, due_at: datetime | None = None) -> int:
         """Give leased tasks back unfetched (shutdown, level-2 delay): ``RETRY_WAIT`` until due."""

@@ -6,9 +6,9 @@ in background tasks so COPY overlaps fetching; up to ``parallel`` flushes run at
 their own connections (a flush is mostly PostgreSQL's work: index upkeep of the ledger
 and URL-state updates, so two flushes use two server cores). One transaction per flush
 holds the COPY, the ledger outcomes and the URL state; leases are released in the hot
-tier only after it commits. If PostgreSQL is unreachable the batch goes to the spool instead
-(durable on local disk), ``degraded`` turns on, and ``add`` blocks once ``max_pending``
-rows wait — fetching slows and stops rather than piling up memory.
+tier (and no longer renewed) only after it commits. If PostgreSQL is unreachable the batch
+goes to the spool instead (durable on local disk), ``degraded`` turns on, and ``add``
+blocks once ``max_pending`` rows wait — fetching slows and stops rather than piling up memory.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.staging.rows import COLUMNS, LISTS, StagedFetch, ensure_partitions, land
@@ -55,12 +55,12 @@ class WriterStats:
 
 
 class StagingWriter:
-    def __init__(self, *, pool: AsyncConnectionPool, ledger: Ledger, hot_queue: HotQueue,
+    def __init__(self, *, pool: AsyncConnectionPool, ledger: Ledger, frontier: Frontier,
                  hot_urls: HotURLState, spool: Spool, owner: str, flush_rows: int = 1000,
                  flush_s: float = 5.0, max_pending: int = 5000, parallel: int = 2) -> None:
         self.pool = pool
         self.ledger = ledger
-        self.hot_queue = hot_queue
+        self.frontier = frontier
         self.hot_urls = hot_urls
         self.spool = spool
         self.owner = owner
@@ -239,7 +239,7 @@ class StagingWriter:
                                       "st": item.status}
         try:
             for source_id, ids in by_source.items():
-                await self.hot_queue.done(source_id, ids)
+                await self.frontier.finished(source_id, ids, self.owner)
             await self.hot_urls.put_many(hot)
         except Exception as e:  # the hot tier is a cache: the commit above is what counts
             log.warning("staging: hot tier update failed after commit: %s", e)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import random
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -69,6 +70,48 @@ async def test_completion_is_guarded_by_the_lease(comps: Components) -> None:
     assert await comps.frontier.complete(
         "s1", [Outcome(i, TaskState.SUCCEEDED, status=200) for i in ids], "w2") == 5
     assert await state_counts(comps) == {"SUCCEEDED": 5}
+
+
+async def _expires(c: Components, ids: list[int]) -> list[float]:
+    async with c.pool.connection() as conn:
+        cur = await conn.execute("SELECT extract(epoch FROM lease_expires_at - now()) FROM tasks "
+                                 "WHERE id = ANY(%s) ORDER BY id", (ids,))
+        return [float(r[0]) for r in await cur.fetchall()]
+
+
+async def test_held_leases_are_renewed_until_finished_and_only_then_reclaimable(
+        comps: Components) -> None:
+    comps.frontier.lease = timedelta(seconds=30)
+    await comps.frontier.add(tasks(6))
+    batch = await comps.frontier.claim("s1", 6, "w1")
+    ids = sorted(t.id for t in batch.tasks)
+    assert comps.frontier.held("w1") == 6
+    # The batch's leases are nearly out; renewal pushes them a lease time ahead (ledger
+    # and hot lease set), so a reclaim in any process leaves them with w1.
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() + interval '1 s'")
+    assert await comps.frontier.renew("w1") == (6, 0)
+    assert all(25 < s <= 30 for s in await _expires(comps, ids))
+    hot = await comps.redis.zrange("sc:{s1}:leased", 0, -1, withscores=True)
+    assert len(hot) == 6 and min(score for _, score in hot) > time.time() + 25
+    assert await comps.frontier.reclaim() == 0
+    # Three finish: no longer renewed. Two are lost while w1 stalled (expired, reclaimed,
+    # claimed by w2): renewal tells and forgets them, and leaves w2's lease alone.
+    await comps.frontier.complete("s1", [Outcome(i, TaskState.SUCCEEDED) for i in ids[:3]], "w1")
+    assert comps.frontier.held("w1") == 3
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
+                           "WHERE id = ANY(%s)", (ids[3:5],))
+    assert await comps.frontier.reclaim() == 2
+    taken = await comps.frontier.claim("s1", 6, "w2")
+    assert sorted(t.id for t in taken.tasks) == ids[3:5]
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() + interval '1 s' "
+                           "WHERE id = ANY(%s)", (ids[3:5],))
+    assert await comps.frontier.renew("w1") == (1, 2)
+    assert comps.frontier.held("w1") == 1
+    assert all(s <= 1 for s in await _expires(comps, ids[3:5]))  # w2's, untouched by w1
+    assert await comps.frontier.renew("nobody") == (0, 0)
 
 
 async def test_level2_delay_and_not_due_tasks(comps: Components) -> None:
