@@ -15,8 +15,10 @@ from stratacrawl.sources import load_sources
 @flow(name="cleaning", log_prints=True)
 async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
                    reclean_source: str | None = None,
-                   reclean_day: date | None = None) -> dict[str, dict[str, int]]:
-    """Clean for ``minutes`` at most; with ``reclean_source`` and ``reclean_day``, re-clean
+                   reclean_day: date | None = None,
+                   follow: bool = False) -> dict[str, dict[str, int]]:
+    """Clean for ``minutes`` at most (``follow``: keep waiting for new pages until then,
+    beside running fetches); with ``reclean_source`` and ``reclean_day``, re-clean
     that source-day first (after a rule fix: records are replaced, never duplicated)."""
     async with runtime(sources=sources_file) as (rt, comps):
         sources = load_sources(rt.settings.sources)
@@ -24,7 +26,8 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
         if reclean_source and reclean_day:
             reset = await Cleaner(pool=comps.pool, redis=comps.redis,
                                   sources=sources).reclean(reclean_source, reclean_day)
-        report = await clean_staged(comps.pool, comps.redis, sources, seconds=minutes * 60)
+        report = await clean_staged(comps.pool, comps.redis, sources, seconds=minutes * 60,
+                                    follow=follow)
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}

@@ -5,17 +5,23 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.common import publish, runtime
-from stratacrawl.crawl import crawl
+from stratacrawl.crawl import CrawlReport, crawl
+from stratacrawl.progress import with_json_progress
 from stratacrawl.sources import load_sources
 
 
 @flow(name="fetch", log_prints=True)
 async def fetch(sources_file: str | None = None, minutes: float = 5.0,
-                until_idle: bool = True) -> dict[str, dict[str, float]]:
-    """One worker's fetch run: ``minutes`` at most, or until nothing is due."""
+                until_idle: bool = True, worker_id: str | None = None,
+                json_lines: bool = False) -> dict[str, dict[str, float]]:
+    """One worker's fetch run: ``minutes`` at most, or until nothing is due. ``worker_id``
+    names its leases and staging rows (default: random); ``json_lines`` prints the
+    progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
     async with runtime(sources=sources_file) as (rt, comps):
-        report = await crawl(comps, load_sources(rt.settings.sources), until_idle=until_idle,
-                             seconds=minutes * 60)
+        report = CrawlReport()
+        run = crawl(comps, load_sources(rt.settings.sources), until_idle=until_idle,
+                    seconds=minutes * 60, worker_id=worker_id, report=report)
+        report = await (with_json_progress(run, report) if json_lines else run)
     per_source = {sid: {"fetched": s.fetched, "ok": s.ok, "not_modified": s.not_modified,
                         "failed": s.failed, "mean_ms": round(s.mean_latency_ms, 1)}
                   for sid, s in report.sources.items()}

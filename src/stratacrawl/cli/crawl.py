@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
 import typer
 import uvloop
@@ -17,6 +13,7 @@ from rich.table import Table
 from stratacrawl.cli.common import console, fail, settings
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
+from stratacrawl.progress import every, with_json_progress
 from stratacrawl.session import open_session
 from stratacrawl.sources import load_sources
 
@@ -53,12 +50,12 @@ def crawl_cmd(
             run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
                         worker_id=worker_id, report=report)
             if as_json:
-                return await _with_json_progress(run, report)
+                return await with_json_progress(run, report)
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 def progress(r: CrawlReport) -> None:
                     live.update(f"fetched {r.fetched} · queued {r.discovery.queued} · "
                                 f"staged {r.writer.landed if r.writer else 0}")
-                ticker = asyncio.create_task(_every(1.0, lambda _lag: progress(report)))
+                ticker = asyncio.create_task(every(1.0, lambda _lag: progress(report)))
                 try:
                     return await run
                 finally:
@@ -69,38 +66,10 @@ def crawl_cmd(
     except StratacrawlError as e:
         fail(e)
     if as_json:
-        print(json.dumps({"final": True, **report.to_json()}), flush=True)
-        return
+        return  # the report was the last JSON line
     console.print(report_table(report))
     dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())
     console.print(f"discovered {report.discovery.queued} new URLs; dropped: {dropped or 'none'}")
-
-
-async def _every(seconds: float, tick: Callable[[float], None]) -> None:
-    """``tick(lag)`` every ``seconds``; ``lag``: how late the event loop woke it (a busy
-    loop delays every request's send and receive by as much)."""
-    while True:
-        due = time.monotonic() + seconds
-        await asyncio.sleep(seconds)
-        tick(time.monotonic() - due)
-
-
-async def _with_json_progress(run: Coroutine[Any, Any, CrawlReport],
-                              report: CrawlReport) -> CrawlReport:
-    t0 = time.monotonic()
-
-    def line(lag_s: float) -> None:
-        w = report.writer
-        print(json.dumps({"t": round(time.monotonic() - t0, 2), "fetched": report.fetched,
-                          "landed": w.landed if w else 0, "spooled": w.spooled if w else 0,
-                          "queued": report.discovery.queued, "in_flight": len(report.active),
-                          "loop_lag_ms": round(lag_s * 1000, 1)}), flush=True)
-
-    ticker = asyncio.create_task(_every(1.0, line))
-    try:
-        return await run
-    finally:
-        ticker.cancel()
 
 
 def submit_cmd(

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from stratacrawl.cli.common import console, settings
-from stratacrawl.loadtest.report import write_report
+from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
 from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
 from stratacrawl.services.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5
+
+
+class Via(StrEnum):
+    processes = "processes"
+    prefect = "prefect"
 
 
 def loadtest_cmd(
@@ -23,6 +29,9 @@ def loadtest_cmd(
     rate: float = typer.Option(12.0, min=0.1, help="Per-source request limit (requests/s)."),
     max_batches: int = typer.Option(1000, min=1, help="Batches in flight per worker."),
     kill: bool = typer.Option(True, help="kill -9 one worker halfway (needs 2+ workers)."),
+    via: Via = typer.Option(Via.processes, help="processes: `stratacrawl crawl` processes; "
+                            "prefect: a Prefect server, a process work pool, one Prefect "
+                            "worker per host running the fetch deployment, and cleaning."),
     out: Path | None = typer.Option(None, help="Report folder (default: <state>/loadtest/<time>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
@@ -30,12 +39,15 @@ def loadtest_cmd(
     simulator with ~1.8 s latency, N workers, a cleaner, one worker killed halfway;
     a Markdown report and a PNG chart land in the report folder."""
     cfg = LoadTestConfig(workers=workers, sources=sources, minutes=minutes, rate=rate,
-                         max_batches=max_batches, kill_at=0.5 if kill else None)
+                         max_batches=max_batches, kill_at=0.5 if kill else None,
+                         via=via.value)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = out or settings().state_path / "loadtest" / stamp
     with scratch_runtime("loadtest", LOADTEST_REDIS_DB) as rt:
         result = run_loadtest(rt, cfg, folder)
     md, png = write_report(result, folder)
+    if api := publish_artifact(md):
+        console.print(f"report published as the artifact {ARTIFACT_KEY!r} on {api}")
     if as_json:
         print(json.dumps(result.figures))
     else:

@@ -1,11 +1,19 @@
-"""The load test's Markdown report and its chart (throughput and backlog over time)."""
+"""The load test's Markdown report and its chart (throughput and backlog over time),
+also published as a Prefect artifact."""
 
 from __future__ import annotations
 
 import itertools
+import logging
+import os
 from pathlib import Path
 
+import httpx
+
 from stratacrawl.loadtest.run import LoadTestResult, result_json
+
+log = logging.getLogger(__name__)
+ARTIFACT_KEY = "stratacrawl-loadtest"
 
 
 def chart(result: LoadTestResult, path: Path) -> Path:
@@ -54,6 +62,11 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
     lines = [
         f"# Load test: {cfg.workers} workers, {cfg.sources} sources, {cfg.minutes:g} minutes",
         "",
+        ("Workers: Prefect workers of a process work pool, each running a `fetch` flow run "
+         f"(flow-run states: {', '.join(f'{k} {v}' for k, v in result.flow_runs.items())}); "
+         "cleaning as a `cleaning` flow run on a worker of its own." if cfg.via == "prefect"
+         else "Workers: `stratacrawl crawl` processes; cleaning: `stratacrawl clean --follow`."),
+        "",
         "| figure | ours | seed 002 | target |",
         "|---|---|---|---|",
         f"| pages/s fetched and staged | {f['loadtest_pages_per_s']:,} | {seed['pages_per_s']:,} "
@@ -100,6 +113,23 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
     if chart_name:
         lines += [f"![throughput and backlog]({chart_name})", ""]
     return "\n".join(lines)
+
+
+def publish_artifact(md: Path, api_url: str | None = None) -> str | None:
+    """The report as a Markdown artifact on the Prefect API in use (``PREFECT_API_URL``,
+    e.g. ``stratacrawl up``'s); returns that API, or None when there is none to reach."""
+    api_url = api_url or os.environ.get("PREFECT_API_URL")
+    if not api_url:
+        return None
+    try:
+        resp = httpx.post(f"{api_url.rstrip('/')}/artifacts/", timeout=10, json={
+            "key": ARTIFACT_KEY, "type": "markdown", "data": md.read_text(),
+            "description": f"stratacrawl load test ({md.parent.name})"})
+        resp.raise_for_status()
+    except httpx.HTTPError as e:
+        log.warning("loadtest: report not published to %s: %s", api_url, e)
+        return None
+    return api_url
 
 
 def write_report(result: LoadTestResult, out: Path) -> tuple[Path, Path]:

@@ -24,7 +24,15 @@ import psycopg
 import yaml
 
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.loadtest.processes import ChildProcess, Usage, UsageProbe, cleaner, crawl_worker
+from stratacrawl.loadtest.prefect_pool import PrefectPool
+from stratacrawl.loadtest.processes import (
+    CLEANER_NICE,
+    ChildProcess,
+    Usage,
+    UsageProbe,
+    cleaner,
+    crawl_worker,
+)
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.runtime import Runtime
 from stratacrawl.sim import build_specs
@@ -58,6 +66,7 @@ class LoadTestConfig:
     sample_s: float = 2.0
     drain_limit_s: float = 300.0   # how long cleaning may catch up after the run
     first_host: int = 10
+    via: str = "processes"         # or "prefect": workers of a Prefect process work pool
 
     def items_per_source(self) -> int:
         if self.backlog:
@@ -88,6 +97,7 @@ class LoadTestResult:
     processes: dict[str, dict[str, float]] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     killed: dict[str, Any] = field(default_factory=dict)
+    flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -144,47 +154,76 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
         env = {**rt.child_env(out / "state"), "STRATACRAWL_FETCH_MAX_BATCHES":
                str(cfg.max_batches), "STRATACRAWL_LEASE_S": str(cfg.lease_s),
                "STRATACRAWL_PG_POOL_SIZE": str(cfg.pg_pool_size)}
-        workers = [crawl_worker(f"worker-{i + 1}", sources, seconds, env, out / "logs")
-                   for i in range(cfg.workers)]
-        clean = cleaner("cleaner", sources, seconds + cfg.drain_limit_s, env, out / "logs")
+        pool = PrefectPool(out / "state", env) if cfg.via == "prefect" else None
+        names = [f"worker-{i + 1}" for i in range(cfg.workers)]
+        if pool is None:
+            workers = [crawl_worker(n, sources, seconds, env, out / "logs") for n in names]
+            clean = cleaner("cleaner", sources, seconds + cfg.drain_limit_s, env, out / "logs")
+        else:
+            workers = [pool.worker(n, out / "logs") for n in names]
+            clean = pool.worker("cleaner", out / "logs", nice=CLEANER_NICE)
         arrivals: dict[str, dict[int, int]] = defaultdict(dict)
         assert sim.proc is not None
         others = {"simulator": UsageProbe(sim.proc.pid)}
-        with _db(rt) as conn:
+        try:
+            if pool is not None:
+                pool.start()
+            _run(rt, cfg, result, workers, clean, pool, sim, sources, arrivals, others)
+        finally:
             for p in (*workers, clean):
-                p.start()
-            t0 = time.monotonic()
-            next_sim = t0 + 60
-            kill_at = t0 + seconds * cfg.kill_at if cfg.kill_at and cfg.workers > 1 else None
-            while any(w.alive for w in workers):
-                time.sleep(cfg.sample_s)
-                now = time.monotonic()
-                for p in (*workers, clean, *others.values()):
-                    p.sample()
-                backlog, staged, uncleaned, records = _sample_tiers(conn)
-                result.samples.append(Sample(
-                    now - t0, {w.name: int(w.final["landed"]) if w.final else
-                               int(w.latest().get("landed", 0)) for w in workers},
-                    backlog, staged, uncleaned, records))
-                if now >= next_sim:
-                    _sim_arrivals(sim, arrivals)
-                    next_sim = now + 60
-                if kill_at is not None and now >= kill_at:
-                    result.killed = _kill(conn, workers[0], now - t0)
-                    kill_at = None
-                if now - t0 > seconds + 120:  # workers stop themselves; this is a backstop
-                    break
-            fetch_seconds = time.monotonic() - t0
-            for w in workers:
-                w.wait(60)
-            _sim_arrivals(sim, arrivals)
-            drain = _drain(conn, clean, cfg.drain_limit_s)
-            clean.wait(5)
-            result.seconds = fetch_seconds
-            _summarize(result, conn, workers, clean, sources, arrivals, drain)
-            for name, probe in others.items():
-                result.processes[name] = _usage(probe.usage)
+                p.wait(0)
+            if pool is not None:
+                result.flow_runs = pool.states()
+                pool.stop()
     return result
+
+
+def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list[ChildProcess],
+         clean: ChildProcess, pool: PrefectPool | None, sim: SimulatorProcess, sources: Path,
+         arrivals: dict[str, dict[int, int]], others: dict[str, UsageProbe]) -> None:
+    seconds = cfg.minutes * 60
+    with _db(rt) as conn:
+        for p in (*workers, clean):
+            p.start()
+        if pool is not None:  # one fetch run per worker, cleaning beside them
+            for w in workers:
+                pool.submit("fetch", w.name, {"sources_file": str(sources),
+                                              "minutes": cfg.minutes, "until_idle": False,
+                                              "worker_id": w.name, "json_lines": True})
+            pool.submit("cleaning", clean.name, {
+                "sources_file": str(sources), "follow": True,
+                "minutes": cfg.minutes + cfg.drain_limit_s / 60})
+        t0 = time.monotonic()
+        next_sim = t0 + 60
+        kill_at = t0 + seconds * cfg.kill_at if cfg.kill_at and cfg.workers > 1 else None
+        while any(w.running for w in workers):
+            time.sleep(cfg.sample_s)
+            now = time.monotonic()
+            for p in (*workers, clean, *others.values()):
+                p.sample()
+            backlog, staged, uncleaned, records = _sample_tiers(conn)
+            result.samples.append(Sample(
+                now - t0, {w.name: int(w.final["landed"]) if w.final else
+                           int(w.latest().get("landed", 0)) for w in workers},
+                backlog, staged, uncleaned, records))
+            if now >= next_sim:
+                _sim_arrivals(sim, arrivals)
+                next_sim = now + 60
+            if kill_at is not None and now >= kill_at and workers[0].latest().get("landed"):
+                result.killed = _kill(conn, workers[0], now - t0)
+                kill_at = None
+            if now - t0 > seconds + 120:  # workers stop themselves; this is a backstop
+                break
+        fetch_seconds = time.monotonic() - t0
+        for w in workers:
+            w.wait(60)
+        _sim_arrivals(sim, arrivals)
+        drain = _drain(conn, clean, cfg.drain_limit_s)
+        clean.wait(5)
+        result.seconds = fetch_seconds
+        _summarize(result, conn, workers, clean, sources, arrivals, drain)
+        for name, probe in others.items():
+            result.processes[name] = _usage(probe.usage)
 
 
 def _loop_figures(w: ChildProcess) -> dict[str, float | None]:
@@ -337,4 +376,5 @@ def _r(x: float | None) -> float | None:
 def result_json(result: LoadTestResult) -> str:
     return json.dumps({"config": result.config.__dict__, "seconds": round(result.seconds, 1),
                        "figures": result.figures, "workers": result.workers,
-                       "processes": result.processes, "killed": result.killed}, indent=2)
+                       "processes": result.processes, "killed": result.killed,
+                       "flow_runs": result.flow_runs}, indent=2)

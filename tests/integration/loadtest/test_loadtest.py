@@ -37,3 +37,27 @@ def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> 
     text = md.read_text()
     assert "kill -9 of worker-1" in text and "| worker-2 |" in text
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prefect_work_pool_workers_share_the_crawl_and_take_over_a_dead_one(
+        tmp_path: Path) -> None:
+    """The same load test through Prefect: a server, the process work pool, one Prefect
+    worker per host running a `fetch` flow run, and a `cleaning` run beside them; one host
+    (Prefect worker and its flow run) killed with SIGKILL."""
+    cfg = LoadTestConfig(workers=2, sources=4, minutes=1.5, rate=6.0, concurrency=4,
+                         batch_size=5, max_batches=64, backlog=200, kill_at=0.5, lease_s=15.0,
+                         drain_limit_s=60.0, via="prefect")
+    with scratch_runtime("test_loadtest_prefect", 4) as rt:
+        result = run_loadtest(rt, cfg, tmp_path)
+    f = result.figures
+    assert result.flow_runs["worker-2"] == "COMPLETED", result.flow_runs
+    assert result.flow_runs["worker-1"] != "COMPLETED"      # killed mid-run
+    assert result.workers["worker-2"]["fetched"] > 0        # its progress came through Prefect
+    assert f["pages_landed"] > 50 and f["staging_rows"] == f["pages_landed"]
+    assert f["records"] > 0                                 # the cleaning flow run cleaned
+    assert f["loadtest_duplicate_fetches"] == 0
+    assert f["loadtest_rate_violations"] == 0
+    k = result.killed
+    assert k["lost"] == 0 and k["held_by_dead_worker"] == 0 and k["refetched_by_others"] > 0
+    md, _ = write_report(result, tmp_path)
+    assert "Prefect workers of a process work pool" in md.read_text()

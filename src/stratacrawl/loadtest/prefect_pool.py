@@ -1,0 +1,96 @@
+"""The load test through Prefect: a Prefect server, the ``stratacrawl`` process work pool,
+one Prefect worker per simulated host (each polls a work queue of its own), and the
+``fetch`` and ``cleaning`` deployments of ``prefect.yaml`` run on them as flow runs.
+
+This is the path a user who outgrows one machine takes (README: several hosts): the
+workers here are ``prefect worker start`` processes, their flow runs are subprocesses
+the workers start, and killing a "host" kills the worker and its flow run together.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from stratacrawl.errors import ServiceStartError
+from stratacrawl.loadtest.processes import ChildProcess
+from stratacrawl.services.embedded import free_port
+from stratacrawl.stack import WORK_POOL, LocalStack, prefect_env, project_root
+
+log = logging.getLogger(__name__)
+# Workers look for new flow runs this often (Prefect's default is 10 s).
+WORKER_POLL_S = 2
+DEPLOYMENTS = ("fetch", "cleaning")
+
+
+class PrefectPool:
+    """Server, work pool, deployments and flow runs of one load test."""
+
+    def __init__(self, state_dir: Path, env: dict[str, str]) -> None:
+        self.stack = LocalStack(state_dir, free_port())
+        self.root = project_root()
+        self.env = {**prefect_env(state_dir, None, self.stack.port), **env,
+                    "PREFECT_WORKER_QUERY_SECONDS": str(WORKER_POLL_S),
+                    "PREFECT_LOGGING_LEVEL": "WARNING"}
+        self.runs: dict[str, str] = {}  # worker (work queue) name -> its flow run id
+        self._deployments: dict[str, str] = {}
+
+    def start(self) -> None:
+        """Server up, the process work pool, the two deployments."""
+        self.stack.start_server(self.env)
+        self.stack.ensure_pool(self.env, self.root)
+        args = [sys.executable, "-m", "prefect", "--no-prompt", "deploy"]
+        for name in DEPLOYMENTS:
+            args += ["--name", name]
+        self.stack.run(args, self.env, self.root)
+        with httpx.Client(base_url=self.stack.api_url, timeout=30) as api:
+            for name in DEPLOYMENTS:
+                resp = api.get(f"/deployments/name/{name}/{name}")
+                resp.raise_for_status()
+                self._deployments[name] = resp.json()["id"]
+
+    def worker(self, name: str, logs: Path, nice: int = 0) -> ChildProcess:
+        """A Prefect worker of the pool that takes flow runs from queue ``name`` only."""
+        return ChildProcess(name, ["worker", "start", "--pool", WORK_POOL, "--type", "process",
+                                   "--work-queue", name, "--name", name, "--limit", "1"],
+                            self.env, logs / f"{name}.log", nice=nice, module="prefect",
+                            tree=True)
+
+    def submit(self, deployment: str, queue: str, parameters: dict[str, Any]) -> str:
+        """A flow run of ``deployment`` for the worker polling ``queue``; returns its id.
+        The server's scheduler writes to the same SQLite file: a create may be refused
+        for a moment, so it is tried a few times."""
+        body = {"parameters": parameters, "work_queue_name": queue}
+        last = ""
+        with httpx.Client(base_url=self.stack.api_url, timeout=30) as api:
+            for _ in range(20):
+                resp = api.post(f"/deployments/{self._deployments[deployment]}/create_flow_run",
+                                json=body)
+                if resp.status_code < 300:
+                    run_id = str(resp.json()["id"])
+                    self.runs[queue] = run_id
+                    return run_id
+                last = f"{resp.status_code} {resp.text[:300]}"
+                time.sleep(1)
+        raise ServiceStartError("Prefect", self.stack.api_url,
+                                f"cannot create a {deployment} flow run: {last}")
+
+    def states(self) -> dict[str, str]:
+        """Worker name -> the state of its flow run (COMPLETED, CRASHED, RUNNING...)."""
+        out = {}
+        with httpx.Client(base_url=self.stack.api_url, timeout=30) as api:
+            for queue, run_id in self.runs.items():
+                try:
+                    state = api.get(f"/flow_runs/{run_id}").json().get("state") or {}
+                    out[queue] = str(state.get("type", "UNKNOWN"))
+                except (httpx.HTTPError, ValueError):
+                    out[queue] = "UNKNOWN"
+        return out
+
+    def stop(self) -> None:
+        self.stack.stop()
