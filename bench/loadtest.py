@@ -1,29 +1,36 @@
 """loadtest: the seed's load test as a benchmark (3 workers, 200 sources, 10 minutes;
-``--quick``: 3 workers, 60 sources, 2 minutes). Baseline: the seed's 1,500 pages/s."""
+``--quick``: 3 workers, 60 sources, 2 minutes). Baseline: the seed's 1,500 pages/s.
+Workers are Prefect workers of a process work pool running the fetch deployment (the
+production path); ``STRATACRAWL_LOADTEST_VIA=processes`` runs plain crawl processes."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from bench.figure import Figure
 from bench.servers import BENCH_REDIS_DBS
-from stratacrawl.loadtest.report import write_report
-from stratacrawl.loadtest.run import SEED_FIGURES, LoadTestConfig, run_loadtest
+from stratacrawl.loadtest.report import publish_artifact, write_report
+from stratacrawl.loadtest.run import SEED_FIGURES, VIAS, LoadTestConfig, run_loadtest
 from stratacrawl.services.scratch import scratch_runtime
 from stratacrawl.settings import Settings
 
 
 def run(quick: bool = False) -> Iterator[Figure]:
-    cfg = (LoadTestConfig(workers=3, sources=60, minutes=2.0) if quick
-           else LoadTestConfig(workers=3, sources=200, minutes=10.0))
+    via = os.environ.get("STRATACRAWL_LOADTEST_VIA", "prefect")
+    if via not in VIAS:
+        raise SystemExit(f"STRATACRAWL_LOADTEST_VIA={via!r}: expected one of {', '.join(VIAS)}")
+    cfg = (LoadTestConfig(workers=3, sources=60, minutes=2.0, via=via) if quick
+           else LoadTestConfig(workers=3, sources=200, minutes=10.0, via=via))
     out = Settings().state_path / "loadtest" / ("bench-quick" if quick else "bench")
     with scratch_runtime("bench_loadtest", BENCH_REDIS_DBS["loadtest"]) as rt:
         result = run_loadtest(rt, cfg, out)
     md, _ = write_report(result, Path(out))
+    publish_artifact(md)
     f = result.figures
     extra = {"workers": cfg.workers, "sources": cfg.sources, "minutes": cfg.minutes,
-             "report": str(md)}
+             "via": cfg.via, "report": str(md)}
     yield Figure("loadtest", "loadtest_pages_per_s", f["loadtest_pages_per_s"], "1/s",
                  SEED_FIGURES["pages_per_s"], "seed 002: 1,500 pages/s over 3 nodes",
                  extra={**extra, "window_s": f["window_s"],

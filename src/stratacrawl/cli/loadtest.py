@@ -11,15 +11,13 @@ import typer
 
 from stratacrawl.cli.common import console, settings
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
-from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
+from stratacrawl.loadtest.run import VIAS, LoadTestConfig, run_loadtest
 from stratacrawl.services.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5
 
 
-class Via(StrEnum):
-    processes = "processes"
-    prefect = "prefect"
+Via = StrEnum("Via", {v: v for v in VIAS})  # type: ignore[misc]
 
 
 def loadtest_cmd(
@@ -29,9 +27,10 @@ def loadtest_cmd(
     rate: float = typer.Option(12.0, min=0.1, help="Per-source request limit (requests/s)."),
     max_batches: int = typer.Option(1000, min=1, help="Batches in flight per worker."),
     kill: bool = typer.Option(True, help="kill -9 one worker halfway (needs 2+ workers)."),
-    via: Via = typer.Option(Via.processes, help="processes: `stratacrawl crawl` processes; "
-                            "prefect: a Prefect server, a process work pool, one Prefect "
-                            "worker per host running the fetch deployment, and cleaning."),
+    via: Via = typer.Option(
+        "processes", help="processes: `stratacrawl crawl` processes; prefect: a Prefect "
+        "server, a process work pool, one Prefect worker per host running the fetch "
+        "deployment, and the cleaning deployment beside them."),
     out: Path | None = typer.Option(None, help="Report folder (default: <state>/loadtest/<time>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:

@@ -40,9 +40,9 @@ class PrefectPool:
         self.runs: dict[str, str] = {}  # worker (work queue) name -> its flow run id
         self._deployments: dict[str, str] = {}
 
-    def start(self) -> None:
-        """Server up, the process work pool, the two deployments."""
-        self.stack.start_server(self.env)
+    def start(self) -> int:
+        """Server up, the process work pool, the two deployments; returns the server's pid."""
+        server = self.stack.start_server(self.env)
         self.stack.ensure_pool(self.env, self.root)
         args = [sys.executable, "-m", "prefect", "--no-prompt", "deploy"]
         for name in DEPLOYMENTS:
@@ -53,6 +53,7 @@ class PrefectPool:
                 resp = api.get(f"/deployments/name/{name}/{name}")
                 resp.raise_for_status()
                 self._deployments[name] = resp.json()["id"]
+        return server.pid
 
     def worker(self, name: str, logs: Path, nice: int = 0) -> ChildProcess:
         """A Prefect worker of the pool that takes flow runs from queue ``name`` only."""

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 # the simulated web's, not the crawler's (success rate is also reported with them).
 INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
             "transport-error")
+VIAS = ("processes", "prefect")  # how workers run: crawl processes, or Prefect flow runs
 SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
                 "p99_latency_ms": 3500}
 
@@ -67,6 +68,10 @@ class LoadTestConfig:
     drain_limit_s: float = 300.0   # how long cleaning may catch up after the run
     first_host: int = 10
     via: str = "processes"         # or "prefect": workers of a Prefect process work pool
+
+    def __post_init__(self) -> None:
+        if self.via not in VIAS:
+            raise ValueError(f"via={self.via!r}: expected one of {', '.join(VIAS)}")
 
     def items_per_source(self) -> int:
         if self.backlog:
@@ -167,7 +172,7 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
         others = {"simulator": UsageProbe(sim.proc.pid)}
         try:
             if pool is not None:
-                pool.start()
+                others["prefect-server"] = UsageProbe(pool.start(), tree=True)
             _run(rt, cfg, result, workers, clean, pool, sim, sources, arrivals, others)
         finally:
             for p in (*workers, clean):

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> None:
-    cfg = LoadTestConfig(workers=2, sources=6, minutes=1.5, rate=6.0, concurrency=4,
-                         batch_size=5, max_batches=64, backlog=300, kill_at=0.5, lease_s=15.0,
-                         drain_limit_s=120.0)
+    cfg = LoadTestConfig(workers=2, sources=6, minutes=1.0, rate=6.0, concurrency=4,
+                         batch_size=5, max_batches=64, backlog=300, kill_at=0.5, lease_s=8.0,
+                         drain_limit_s=60.0)
     with scratch_runtime("test_loadtest", 4) as rt:
         result = run_loadtest(rt, cfg, tmp_path)
     f = result.figures
@@ -45,7 +45,7 @@ def test_prefect_work_pool_workers_share_the_crawl_and_take_over_a_dead_one(
     worker per host running a `fetch` flow run, and a `cleaning` run beside them; one host
     (Prefect worker and its flow run) killed with SIGKILL."""
     cfg = LoadTestConfig(workers=2, sources=4, minutes=1.5, rate=6.0, concurrency=4,
-                         batch_size=5, max_batches=64, backlog=200, kill_at=0.5, lease_s=15.0,
+                         batch_size=5, max_batches=64, backlog=200, kill_at=0.5, lease_s=10.0,
                          drain_limit_s=60.0, via="prefect")
     with scratch_runtime("test_loadtest_prefect", 4) as rt:
         result = run_loadtest(rt, cfg, tmp_path)
