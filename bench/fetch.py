@@ -130,26 +130,32 @@ def _lease() -> Any:
     return timedelta(minutes=10)
 
 
-def _worker_rss(seconds: float, backlog: int) -> tuple[float, int, float]:
+def _worker_rss(seconds: float | None, backlog: int, sources: int = SOURCES
+                ) -> tuple[float, int, float, dict[int, float]]:
     """Peak RSS of a ``stratacrawl crawl`` process (its own OS process, as deployed) over a
-    crawl with 1-5 MB pages in the mix; (peak MB, pages staged, seconds)."""
+    crawl with 1-5 MB pages in the mix, for ``seconds`` or (None) until nothing is due;
+    (peak MB, pages staged, seconds, peak MB so far at every 100,000 pages staged)."""
     with tempfile.TemporaryDirectory(prefix="bench-fetch-rss-") as tmp:
         folder = Path(tmp)
-        with simulated_site(SOURCES, 11, first_host=170, backlog=backlog,
+        with simulated_site(sources, 11, first_host=170, backlog=backlog,
                             oversized_rate=OVERSIZED_RATE, write_to=folder / "sources.yaml"), \
                 bench_runtime("fetch") as rt:
             uvloop.run(rt.prepare())
+            limit = ["--seconds", f"{seconds:.0f}"] if seconds else ["--until-idle"]
             worker = ChildProcess("fetch-rss", [
-                "crawl", "--sources", str(folder / "sources.yaml"), "--seconds",
-                f"{seconds:.0f}", "--worker-id", "bench-rss", "--json"],
+                "crawl", "--sources", str(folder / "sources.yaml"), *limit,
+                "--worker-id", "bench-rss", "--json"],
                 rt.child_env(folder / "state"), folder / "crawl.log")
             worker.start()
+            by_pages: dict[int, float] = {}
             while worker.alive:
                 time.sleep(0.5)
                 worker.sample()
+                landed = int(worker.latest().get("landed", 0))
+                by_pages.setdefault(landed // 100_000 * 100_000, worker.usage.peak_rss_mb)
             final = worker.final or {}
             return worker.usage.peak_rss_mb, int(final.get("landed", 0)), float(
-                final.get("seconds", 0.0))
+                final.get("seconds", 0.0)), by_pages
 
 
 def run(quick: bool = False) -> Iterator[Figure]:
@@ -168,8 +174,8 @@ def run(quick: bool = False) -> Iterator[Figure]:
     with bench_runtime("staging") as rt:
         ours, plain = uvloop.run(_staging(rt, 20_000 if quick else 100_000))
         flushes = rt.settings.staging_flushes
-    rss, rss_pages, rss_seconds = _worker_rss(40.0 if quick else RSS_SECONDS,
-                                              backlog=1000 if quick else 20_000)
+    rss, rss_pages, rss_seconds, _ = _worker_rss(40.0 if quick else RSS_SECONDS,
+                                                 backlog=1000 if quick else 20_000)
     sizes = {"sources": SOURCES, "items_per_source": backlog, "pages_staged": landed,
              "seconds": round(elapsed, 1), "busiest_30s_pages_per_s": round(busiest, 1)}
     yield Figure("fetch", "fetch_pages_per_s", rate, "1/s", ceiling["per_s"],

@@ -18,11 +18,13 @@ from typing import Any
 
 import zstandard
 
+from stratacrawl.cold.pool import make_pool
 from stratacrawl.components import Components
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
+from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.malloc import pin_mmap_threshold
@@ -63,6 +65,7 @@ class CrawlReport:
                 "not_modified": sum(s.not_modified for s in self.sources.values()),
                 "failed": sum(s.failed for s in self.sources.values()),
                 "landed": self.writer.landed if self.writer else 0,
+                "lost_leases": self.writer.lost_leases if self.writer else 0,
                 "spooled": self.writer.spooled if self.writer else 0,
                 "flushes": self.writer.flushes if self.writer else 0,
                 "flush_seconds": round(self.writer.flush_seconds, 3) if self.writer else 0.0,
@@ -98,7 +101,15 @@ async def evict_safe(comps: Components) -> None:
 async def keep_leases(comps: Components, owner: str, stop: asyncio.Event) -> None:
     """Renew ``owner``'s leases every third of a lease time (batches running, pages waiting
     in the staging writer) and reclaim expired ones (a worker killed mid-batch) every
-    ``RECLAIM_EVERY_S``, until ``stop``. Neither ever stops a crawl."""
+    ``RECLAIM_EVERY_S``, until ``stop``. Neither ever stops a crawl. Upkeep has a
+    connection of its own: queued behind a thousand batches for the shared pool, a
+    renewal came too late and live workers lost their leases (the load test's duplicates)."""
+    async with make_pool(comps.runtime.database_url, max_size=1, name="lease-upkeep") as pool:
+        await _keep_leases(comps, owner, stop, Ledger(pool=pool))
+
+
+async def _keep_leases(comps: Components, owner: str, stop: asyncio.Event,
+                       ledger: Ledger) -> None:
     lease_s = comps.frontier.lease.total_seconds()
     renew_every = max(0.2, lease_s / 3)
     next_renewal = time.monotonic() + renew_every
@@ -108,11 +119,11 @@ async def keep_leases(comps: Components, owner: str, stop: asyncio.Event) -> Non
         try:
             if now >= next_renewal:
                 next_renewal = now + renew_every
-                renewed, gone = await comps.frontier.renew(owner)
+                renewed, gone = await comps.frontier.renew(owner, ledger)
                 log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
             if now >= next_reclaim:
                 next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
-                if n := await comps.frontier.reclaim():
+                if n := await comps.frontier.reclaim(ledger):
                     log.info("crawl: %d expired leases reclaimed", n)
         except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
             log.warning("crawl: lease upkeep paused (%s)", e)

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
 from stratacrawl.services.embedded import free_port
 from tests.helpers import cli, processes_under
 
@@ -61,6 +62,15 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert runs and runs[0]["state"]["type"] == "COMPLETED", runs
+        # A load-test report becomes a Markdown artifact on the Prefect API in use.
+        report = tmp_path / "loadtest.md"
+        report.write_text("# Load test: 3 workers\n\n| figure | ours |\n")
+        assert publish_artifact(report, api) == api
+        found = httpx.post(f"{api}/artifacts/filter", json={"artifacts": {"key": {
+            "any_": [ARTIFACT_KEY]}}}, timeout=10).json()
+        assert [a["type"] for a in found] == ["markdown"]
+        assert found[0]["data"].startswith("# Load test: 3 workers")
+        assert publish_artifact(report, f"http://127.0.0.1:{free_port()}/api") is None
     finally:
         down = cli("down", env=env, timeout=120)
     assert down.returncode == 0

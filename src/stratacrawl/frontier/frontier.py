@@ -147,7 +147,7 @@ class Frontier:
         """How many leases ``owner`` holds in this process."""
         return len(self._held.get(owner, {}))
 
-    async def renew(self, owner: str) -> tuple[int, int]:
+    async def renew(self, owner: str, ledger: Ledger | None = None) -> tuple[int, int]:
         """Extend every lease ``owner`` holds here by a lease time (ledger and hot lease
         sets); returns (renewed, gone). A lease the ledger no longer shows as this owner's
         (finished, or reclaimed after this process stalled for a lease time) is forgotten."""
@@ -155,7 +155,7 @@ class Frontier:
         if not held:
             return 0, 0
         sent = dict(held)
-        kept = set(await self.ledger.renew(list(sent), owner, self.lease))
+        kept = set(await (ledger or self.ledger).renew(list(sent), owner, self.lease))
         gone = 0
         for i, entry in sent.items():
             if i not in kept and held.get(i) == entry:  # not re-claimed since the snapshot
@@ -167,9 +167,10 @@ class Frontier:
         await self.hot.renew(by_source, time.time() + self.lease.total_seconds())
         return len(kept), gone
 
-    async def reclaim(self) -> int:
-        """Expired leases back to PENDING (ledger), and out of the hot lease sets."""
-        reclaimed = await self.ledger.reclaim_expired()
+    async def reclaim(self, ledger: Ledger | None = None) -> int:
+        """Expired leases back to PENDING (ledger), and out of the hot lease sets.
+        ``ledger``: one on a pool of its own (lease upkeep must not queue behind batches)."""
+        reclaimed = await (ledger or self.ledger).reclaim_expired()
         for source_id in {s for s, _ in reclaimed}:
             await self.hot.drop_expired_leases(source_id)
             await self.refill(source_id, force=True)

@@ -158,8 +158,14 @@ class Ledger:
         With ``conn`` the update joins the caller's transaction (staging writes commit
         together with the ledger); without, it commits on its own.
         """
+        return len(await self.finish_held(outcomes, owner, conn))
+
+    async def finish_held(self, outcomes: Sequence[Outcome], owner: str,
+                          conn: AsyncConnection | None = None) -> set[int]:
+        """Like ``finish``; returns the ids of the tasks whose outcome was applied (those
+        ``owner`` still held: a lease reclaimed from a stalled worker is not)."""
         if not outcomes:
-            return 0
+            return set()
         outcomes = sorted(outcomes, key=lambda o: o.task_id)  # one lock order for all writers
         sql = (
             "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
@@ -168,16 +174,16 @@ class Ledger:
             "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
             "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
             "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.lease_owner = %s "
-            "AND t.state IN ('LEASED', 'FETCHING')")
+            "AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
         params = ([o.task_id for o in outcomes], [str(o.state) for o in outcomes],
                   [o.status for o in outcomes], [o.error for o in outcomes],
                   [o.due_at for o in outcomes], owner)
         if conn is not None:
             cur = await conn.execute(sql, params)
-            return cur.rowcount
+            return {int(r[0]) for r in await cur.fetchall()}
         async with self.pool.connection() as own:
             cur = await own.execute(sql, params)
-            return cur.rowcount
+            return {int(r[0]) for r in await cur.fetchall()}
 
     async def renew(self, ids: Sequence[int], owner: str, lease: timedelta) -> list[int]:
         """Extend the leases ``owner`` still holds among ``ids``; returns their ids."""

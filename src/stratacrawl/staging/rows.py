@@ -65,11 +65,19 @@ async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
 
 async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequence[StagedFetch],
                *, idempotent: bool) -> int:
-    """COPY the rows, apply the outcomes and URL state, in the caller's transaction.
+    """Apply the outcomes, COPY the rows and update URL state, in the caller's transaction.
 
-    ``idempotent`` (spool replays, unknown commit outcomes): rows go through a temporary
-    table and ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``; returns rows inserted.
+    Only fetches whose task ``owner`` still holds land: the outcomes go first (guarded by
+    the lease) and a fetch whose lease was reclaimed — its worker stalled for a whole lease
+    time, and the task is queued or leased again — is dropped, so staging never holds a
+    task's page twice. ``idempotent`` (spool replays, unknown commit outcomes): rows go
+    through a temporary table and ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
+    Returns the rows inserted.
     """
+    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4]) for o in
+                (i.outcome for i in items)]
+    held = await ledger.finish_held(outcomes, owner, conn)
+    items = [i for i in items if i.outcome[0] in held]
     cols = ", ".join(COLUMNS)
     async with conn.cursor() as cur:
         if idempotent:
@@ -89,9 +97,6 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             await cur.execute(f"INSERT INTO staging ({cols}) SELECT {cols} FROM staging_in "
                               "ON CONFLICT (fetch_key, fetched_at) DO NOTHING")
             inserted = cur.rowcount
-    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4]) for o in
-                (i.outcome for i in items)]
-    await ledger.finish(outcomes, owner, conn)
     # Rows are locked in URL-hash order so two flushes at once cannot deadlock each other.
     ok = sorted((i for i in items if i.succeeded), key=lambda i: i.url_hash)
     if ok:

@@ -47,7 +47,8 @@ def _is_list(item: StagedFetch) -> bool:
 
 @dataclass
 class WriterStats:
-    landed: int = 0
+    landed: int = 0           # rows in staging
+    lost_leases: int = 0      # fetched pages dropped: their lease had been reclaimed
     spooled: int = 0
     flushes: int = 0
     flush_seconds: float = 0.0
@@ -193,8 +194,13 @@ class StagingWriter:
         items = [i for _, i in batch]
         t0 = time.monotonic()
         try:
-            await self._commit(items, idempotent=False)
-            self.stats.landed += len(items)
+            inserted = await self._commit(items, idempotent=False)
+            self.stats.landed += inserted
+            lost = sum(1 for i in items if i.row is not None) - inserted
+            if lost:
+                self.stats.lost_leases += lost
+                log.warning("staging: %d fetched pages dropped: their leases were reclaimed "
+                            "(this worker stalled for a lease time); the tasks go again", lost)
             self.degraded = False
             await self._after_commit(batch)
         except DB_DOWN as e:
@@ -212,7 +218,7 @@ class StagingWriter:
             if self.pending < self.max_pending:
                 self._space.set()
 
-    async def _commit(self, items: Sequence[StagedFetch], *, idempotent: bool) -> None:
+    async def _commit(self, items: Sequence[StagedFetch], *, idempotent: bool) -> int:
         days = {i.fetched_at.date().isoformat() for i in items} - self._partitions
         async with self.pool.connection(timeout=10) as conn:
             if days:  # own short transaction: partition DDL must not wait behind COPY
@@ -221,12 +227,13 @@ class StagingWriter:
             for attempt in range(1, COMMIT_ATTEMPTS + 1):
                 try:
                     async with conn.transaction():
-                        await land(conn, self.ledger, self.owner, items, idempotent=idempotent)
-                    return
+                        return await land(conn, self.ledger, self.owner, items,
+                                          idempotent=idempotent)
                 except RETRYABLE as e:
                     if attempt == COMMIT_ATTEMPTS:
                         raise
                     log.info("staging: %s; landing the batch again", type(e).__name__)
+        raise AssertionError("not reached: the last attempt returns or raises")
 
     async def _after_commit(self, batch: list[tuple[str, StagedFetch]]) -> None:
         by_source: dict[str, list[int]] = {}

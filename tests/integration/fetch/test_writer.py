@@ -112,3 +112,29 @@ async def test_a_list_page_lands_without_waiting_for_a_full_flush(comps: Compone
                 break
             await asyncio.sleep(0.05)
         assert writer.stats.landed == 2          # the list page took the item with it
+
+
+async def test_a_fetch_whose_lease_was_reclaimed_does_not_land(comps: Components,
+                                                               tmp_path: Path) -> None:
+    """w1 stalled for a lease time: 4 of its tasks were reclaimed and leased by w2 before
+    its pages reached staging. Those 4 pages are dropped (w2's fetch is the one that
+    counts), the rest land; staging never holds one task's page twice."""
+    items = await _claimed(comps, 10, "w1")
+    lost = [i.outcome[0] for i in items[:4]]
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
+                           "WHERE id = ANY(%s)", (lost,))
+    assert await comps.frontier.reclaim() == 4
+    again = await comps.frontier.claim("s1", 10, "w2")
+    assert sorted(t.id for t in again.tasks) == sorted(lost)
+    async with _writer(comps, tmp_path, "w1", flush_s=60.0) as writer:
+        for item in items:
+            await writer.add("s1", item)
+        await writer.flush()
+    assert writer.stats.landed == 6 and writer.stats.lost_leases == 4
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute("SELECT task_id FROM staging ORDER BY task_id")
+        assert [r[0] for r in await cur.fetchall()] == sorted(i.outcome[0] for i in items[4:])
+        cur = await conn.execute("SELECT state, lease_owner FROM tasks WHERE id = ANY(%s)",
+                                 (lost,))
+        assert set(await cur.fetchall()) == {("LEASED", "w2")}   # w2's, untouched
