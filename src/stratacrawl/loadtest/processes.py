@@ -80,10 +80,12 @@ class ChildProcess:
     _proc: subprocess.Popen[str] | None = None
     _probe: UsageProbe | None = None
     _log: TextIO | None = None
+    started_at: float | None = None  # monotonic, when the process was started
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("w")
+        self.started_at = time.monotonic()
         self._proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args],
                                       stdout=subprocess.PIPE, stderr=self._log, text=True,
                                       env=self.env, start_new_session=self.tree,
