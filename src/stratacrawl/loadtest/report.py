@@ -93,7 +93,8 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
         lines += [
             f"**kill -9 of {k['worker']} at {k['at_s']} s** while it held {k['leased']} leased "
             f"tasks: {k['refetched_by_others']} fetched by the other workers, "
-            f"{k['still_queued']} queued again, {k['held_by_dead_worker']} still leased to it "
+            f"{k['still_queued']} queued again, {k.get('finished_before_the_kill', 0)} landed by "
+            f"it before the kill, {k['held_by_dead_worker']} still leased to it "
             f"(lease not yet expired), lost {k['lost']}. Throughput 90-150 s after the kill vs "
             f"the minute before: {f['rate_recovered_after_kill']}.",
             ""]

@@ -318,17 +318,26 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
     if killed:
         ids = killed["leased"]
         rows = conn.execute(
-            "SELECT t.state, EXISTS (SELECT 1 FROM staging s WHERE s.task_id = t.id AND "
-            "s.worker <> %s) FROM tasks t WHERE t.id = ANY(%s)",
-            (killed["worker"], ids)).fetchall()
+            "SELECT t.state, t.lease_owner, EXISTS (SELECT 1 FROM staging s WHERE s.task_id = "
+            "t.id AND s.worker <> %s), EXISTS (SELECT 1 FROM staging s WHERE s.task_id = t.id) "
+            "FROM tasks t WHERE t.id = ANY(%s)", (killed["worker"], ids)).fetchall()
+        leased, queued = ("LEASED", "FETCHING"), ("PENDING", "RETRY_WAIT")
+        fates: Counter[str] = Counter()
+        for state, owner, other, staged in rows:
+            if other:
+                fates["refetched_by_others"] += 1
+            elif state in queued or (state in leased and owner != killed["worker"]):
+                fates["still_queued"] += 1   # or leased to a living worker, not yet fetched
+            elif state in leased:
+                fates["held_by_dead_worker"] += 1
+            elif (state == "SUCCEEDED" and staged) or state == "FAILED":
+                fates["finished_before_the_kill"] += 1
+            # else: done without a staged page — lost
         killed["leased"] = len(ids)
-        killed["refetched_by_others"] = sum(1 for _, other in rows if other)
-        killed["still_queued"] = sum(1 for state, other in rows
-                                     if not other and state in ("PENDING", "RETRY_WAIT"))
-        killed["lost"] = len(ids) - killed["refetched_by_others"] - killed["still_queued"] - sum(
-            1 for state, other in rows if not other and state not in ("PENDING", "RETRY_WAIT"))
-        killed["held_by_dead_worker"] = sum(
-            1 for state, other in rows if not other and state in ("LEASED", "FETCHING"))
+        for fate in ("refetched_by_others", "still_queued", "held_by_dead_worker",
+                     "finished_before_the_kill"):
+            killed[fate] = fates[fate]
+        killed["lost"] = len(ids) - sum(fates.values())
     total_landed = sum(w["landed"] for w in result.workers.values())
     window = _fetch_window(result.samples, result.config.minutes * 60)
     recovery = _recovery(result.samples, killed.get("at_s") if killed else None)
