@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections import Counter
@@ -39,7 +40,6 @@ from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
 
 log = logging.getLogger(__name__)
-DEMOTE_EVERY_S = 5.0
 EVICT_CHECK_EVERY_S = 60.0
 RECLAIM_EVERY_S = 10.0  # a dead worker's tasks go back to the living this often
 
@@ -248,11 +248,12 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
 
         async def discover_loop() -> None:
             spool = spool_for(comps)
-            next_demotion = time.monotonic() + DEMOTE_EVERY_S
+            demote_every = comps.runtime.settings.demote_every_s
+            next_demotion = time.monotonic() + demote_every if demote_every else math.inf
             next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
             while not stop.is_set():
                 if time.monotonic() >= next_demotion:  # committed fetches → warm
-                    next_demotion = time.monotonic() + DEMOTE_EVERY_S
+                    next_demotion = time.monotonic() + demote_every
                     report.demoted += (await demote_safe(comps, max_rounds=1)).rows
                 if time.monotonic() >= next_eviction:  # hot over its budget → evict
                     next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S

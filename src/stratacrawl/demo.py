@@ -78,7 +78,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                               layout=comps.runtime.layout,
                               warm_retention=timedelta(days=settings.warm_retention_days),
                               staging_days=settings.staging_retention_days, snapshot_sources=[])
-            lines.append(f"tiers: {report.demoted} URL states demoted to warm during the crawl; "
+            lines.append(f"tiers: {report.demoted} URL states demoted to warm by the crawl; "
                          f"sinking: {sunk.access_written_back} hot access records written back, "
                          f"{sunk.warm_deleted} warm documents past {settings.warm_retention_days} "
                          f"days, {len(sunk.indices_created)} weekly indices created ahead")

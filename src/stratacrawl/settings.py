@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     # Tiers: the hot budget that triggers eviction, warm retention before sinking to cold,
     # staging retention, and when compensation re-schedules unfinished tasks.
     hot_budget_mb: float = Field(default=512.0, gt=0)
+    # How often a crawl demotes committed fetches to warm while it runs; 0 (the default):
+    # only once at its end, and the `demotion` deployment keeps warm current. Demoting in
+    # the fetch loop cost a third of a worker's pages on 2 cores (README, bench fetch).
+    demote_every_s: float = Field(default=0.0, ge=0)
     warm_retention_days: int = Field(default=30, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
     compensate_after_h: float = Field(default=6.0, gt=0)

@@ -13,6 +13,7 @@ from stratacrawl.errors import StratacrawlError
 from stratacrawl.session import open_session
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.compensation import SourceCompensation, compensate
+from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.lookup import URLFacts, lookup
 from stratacrawl.tiers.recovery import RecoveryReport, recover
 from stratacrawl.tiers.sinking import SinkReport, sink
@@ -45,6 +46,23 @@ def recover_cmd() -> None:
         console.print(line)
     console.print(f"recovered in {report.seconds:.2f} s; fetching could resume after "
                   f"{report.resumed_after_s:.2f} s")
+
+
+def demote_cmd() -> None:
+    """Demote committed fetches to warm now (what the `demotion` deployment runs)."""
+    s = settings()
+
+    async def main() -> DemoteStats:
+        async with open_session(s) as c:
+            return await demote(c.pool, c.es, c.runtime.layout)
+
+    r = run(main())
+    if r.busy:
+        console.print("another process is demoting; nothing done here")
+        return
+    console.print(f"demoted {r.rows} URL states ({r.docs} warm documents)")
+    if r.error:
+        fail(f"demotion stopped: {r.error} (the watermark stays; run it again later)")
 
 
 def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",

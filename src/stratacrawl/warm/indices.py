@@ -8,8 +8,9 @@ idempotent and runs at start.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -50,7 +51,12 @@ MAPPINGS: dict[str, dict[str, Any]] = {
 
 def week_suffix(when: datetime) -> str:
     """ISO year and week: ``202648``."""
-    iso = when.astimezone(UTC).isocalendar()
+    return _week_of(when.astimezone(UTC).date())
+
+
+@functools.lru_cache(maxsize=64)
+def _week_of(day: date) -> str:  # demotion asks once per document, for a handful of days
+    iso = day.isocalendar()
     return f"{iso.year}{iso.week:02d}"
 
 

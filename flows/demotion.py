@@ -1,0 +1,31 @@
+"""demotion (every few minutes): committed fetches' URL state and page metadata → warm.
+
+Fetch workers only demote at the end of a run (``STRATACRAWL_DEMOTE_EVERY_S``), so this
+keeps warm current while they crawl, in a process of its own. One demoter at a time
+cluster-wide (an advisory lock): a run that finds another one busy leaves it the work."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+
+from flows.common import publish, runtime
+from stratacrawl.tiers.demotion import demote
+
+
+@flow(name="demotion", log_prints=True)
+async def demotion() -> dict[str, object]:
+    t0 = time.monotonic()
+    async with runtime() as (rt, comps):
+        stats = await demote(comps.pool, comps.es, rt.layout)
+    summary: dict[str, object] = {"rows": stats.rows, "docs": stats.docs, "busy": stats.busy,
+                                  "error": stats.error,
+                                  "seconds": round(time.monotonic() - t0, 1)}
+    await publish("stratacrawl-demotion", f"Demotion: {stats.rows} URL states to warm",
+                  ["| figure | value |", "| --- | --- |",
+                   *(f"| {k} | {v} |" for k, v in summary.items())])
+    if stats.error:
+        raise RuntimeError(f"demotion stopped: {stats.error} (the watermark stays; "
+                           "the next run goes on from it)")
+    return summary
