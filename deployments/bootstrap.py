@@ -1,4 +1,5 @@
-"""Register the connection blocks from the environment (``STRATACRAWL_*``).
+"""Register the connection blocks from the environment (``STRATACRAWL_*``) and the
+automations (``deployments/automations.py``).
 
 Run by ``stratacrawl up`` against its local server; against any other Prefect API:
 ``PREFECT_API_URL=... python -m deployments.bootstrap``. Tiers with no URL in the
@@ -15,6 +16,7 @@ from blocks.connections import (
     RedisConnection,
     SourcesFileBlock,
 )
+from deployments import automations
 
 
 def register() -> list[str]:
@@ -38,3 +40,4 @@ def register() -> list[str]:
 
 if __name__ == "__main__":
     print("registered blocks:", ", ".join(register()) or "none")
+    print("automations:", automations.ensure())

@@ -32,6 +32,9 @@ def project_root() -> Path:
     raise ServiceStartError("Prefect", None, "no prefect.yaml in the working directory")
 
 
+HEARTBEAT_S = 30
+
+
 def prefect_env(state_dir: Path, endpoints: Endpoints | None, port: int = 4200) -> dict[str, str]:
     """Environment for Prefect processes: offline, state in our folder, our tiers."""
     env = dict(os.environ)
@@ -46,6 +49,9 @@ def prefect_env(state_dir: Path, endpoints: Endpoints | None, port: int = 4200) 
         "STRATACRAWL_STATE_DIR": str(state_dir),
         "GX_ANALYTICS_ENABLED": "false",
     })
+    # Flow runs heartbeat this often; three missed and the server's automation
+    # (deployments/automations.py) marks the run Crashed. Prefect's default is 180 s.
+    env.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
     if endpoints is not None:
         env.update({
             "STRATACRAWL_REDIS_URL": endpoints.redis_url,

@@ -8,8 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deployments.automations import CRASH_UNRESPONSIVE
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
 from stratacrawl.services.embedded import free_port
+from stratacrawl.stack import HEARTBEAT_S
 from tests.helpers import cli, processes_under
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -29,7 +31,11 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         assert ui.status_code == 200 and "<html" in ui.text.lower()
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
         names = {d["name"] for d in deployments}
-        assert "health" in names
+        assert {"health", "fetch", "demotion"} <= names
+        automations = httpx.post(f"{api}/automations/filter", json={}, timeout=10).json()
+        crash = next(a for a in automations if a["name"] == CRASH_UNRESPONSIVE)
+        assert crash["enabled"] and crash["actions"][0]["state"] == "CRASHED"
+        assert crash["trigger"]["within"] == 3 * HEARTBEAT_S
         dep = next(d for d in deployments if d["name"] == "health")
         # The scheduler creates runs of the scheduled deployments at the same time (SQLite):
         # a create may be refused for a moment; it must succeed within a few tries.

@@ -20,12 +20,15 @@ import httpx
 from stratacrawl.errors import ServiceStartError
 from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.services.embedded import free_port
-from stratacrawl.stack import WORK_POOL, LocalStack, prefect_env, project_root
+from stratacrawl.stack import HEARTBEAT_S, WORK_POOL, LocalStack, prefect_env, project_root
 
 log = logging.getLogger(__name__)
 # Workers look for new flow runs this often (Prefect's default is 10 s).
 WORKER_POLL_S = 2
 DEPLOYMENTS = ("fetch", "cleaning")
+# deployments/automations.py marks a run Crashed after three missed heartbeats; the load
+# test waits that long (and a little more) after a kill to report it.
+CRASH_DETECTION_S = 3 * HEARTBEAT_S + 30
 
 
 class PrefectPool:
@@ -41,9 +44,12 @@ class PrefectPool:
         self._deployments: dict[str, str] = {}
 
     def start(self) -> int:
-        """Server up, the process work pool, the two deployments; returns the server's pid."""
+        """Server up, the process work pool, the automations, the two deployments; returns
+        the server's pid."""
         server = self.stack.start_server(self.env)
         self.stack.ensure_pool(self.env, self.root)
+        # a killed host's flow run is marked Crashed after three missed heartbeats
+        self.stack.run([sys.executable, "-m", "deployments.automations"], self.env, self.root)
         args = [sys.executable, "-m", "prefect", "--no-prompt", "deploy"]
         for name in DEPLOYMENTS:
             args += ["--name", name]
@@ -92,6 +98,16 @@ class PrefectPool:
                 except (httpx.HTTPError, ValueError):
                     out[queue] = "UNKNOWN"
         return out
+
+    def await_crashed(self, queue: str, deadline: float) -> float | None:
+        """Wait (until ``deadline``, monotonic) for the server's automation to mark the flow
+        run of ``queue`` Crashed after its process was killed; returns when it was seen
+        (monotonic) or None."""
+        while time.monotonic() < deadline:
+            if self.states().get(queue) == "CRASHED":
+                return time.monotonic()
+            time.sleep(2)
+        return None
 
     def stop(self) -> None:
         self.stack.stop()

@@ -96,7 +96,12 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
             f"{k['still_queued']} queued again, {k.get('finished_before_the_kill', 0)} landed by "
             f"it before the kill, {k['held_by_dead_worker']} still leased to it "
             f"(lease not yet expired), lost {k['lost']}. Throughput 90-150 s after the kill vs "
-            f"the minute before: {f['rate_recovered_after_kill']}.",
+            f"the minute before: {f['rate_recovered_after_kill']}."
+            + (f" Its flow run was marked Crashed {k['flow_run_crashed_after_s']} s after the "
+               "kill (missed heartbeats, the server's automation)."
+               if k.get("flow_run_crashed_after_s") is not None else
+               " Its flow run was not marked Crashed in time." if "flow_run_crashed_after_s"
+               in k else ""),
             ""]
     lines += ["## Workers", "", "| worker | pages | pages/s | success | mean ms | p99 ms | "
               "batches in flight (mean) | event-loop lag ms (mean / max) |",

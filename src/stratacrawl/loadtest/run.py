@@ -24,7 +24,7 @@ import psycopg
 import yaml
 
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.loadtest.prefect_pool import PrefectPool
+from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
     ChildProcess,
@@ -103,6 +103,7 @@ class LoadTestResult:
     figures: dict[str, Any] = field(default_factory=dict)
     killed: dict[str, Any] = field(default_factory=dict)
     flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
+    killed_at: float | None = None  # monotonic time of the kill
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -178,6 +179,11 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
             for p in (*workers, clean):
                 p.wait(0)
             if pool is not None:
+                if result.killed and result.killed_at is not None:
+                    seen = pool.await_crashed(result.killed["worker"],
+                                              result.killed_at + CRASH_DETECTION_S)
+                    result.killed["flow_run_crashed_after_s"] = (
+                        round(seen - result.killed_at, 1) if seen is not None else None)
                 result.flow_runs = pool.states()
                 pool.stop()
     return result
@@ -216,6 +222,7 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
                 next_sim = now + 60
             if kill_at is not None and now >= kill_at and workers[0].latest().get("landed"):
                 result.killed = _kill(conn, workers[0], now - t0)
+                result.killed_at = time.monotonic()
                 kill_at = None
             # Workers stop themselves; this is a backstop (flow runs start later and
             # wind down under the same load: more slack through Prefect).

@@ -9,6 +9,7 @@ import pytest
 from stratacrawl.loadtest.report import write_report
 from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
 from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.stack import HEARTBEAT_S
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,8 @@ def test_prefect_work_pool_workers_share_the_crawl_and_take_over_a_dead_one(
         result = run_loadtest(rt, cfg, tmp_path)
     f = result.figures
     assert result.flow_runs["worker-2"] == "COMPLETED", result.flow_runs
-    assert result.flow_runs["worker-1"] != "COMPLETED"      # killed mid-run
+    assert result.flow_runs["worker-1"] == "CRASHED"        # killed: missed heartbeats
+    assert 0 < result.killed["flow_run_crashed_after_s"] <= 3 * HEARTBEAT_S + 30
     assert result.workers["worker-2"]["fetched"] > 0        # its progress came through Prefect
     assert f["pages_landed"] > 50 and f["staging_rows"] == f["pages_landed"]
     assert f["records"] > 0                                 # the cleaning flow run cleaned
