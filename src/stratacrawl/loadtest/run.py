@@ -324,10 +324,13 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
     killed = result.killed
     if killed:
         ids = killed["leased"]
+        # One join (a single pass over staging, which has no task index): per-task EXISTS
+        # subqueries scanned staging once per task — minutes after a 10-minute run.
         rows = conn.execute(
-            "SELECT t.state, t.lease_owner, EXISTS (SELECT 1 FROM staging s WHERE s.task_id = "
-            "t.id AND s.worker <> %s), EXISTS (SELECT 1 FROM staging s WHERE s.task_id = t.id) "
-            "FROM tasks t WHERE t.id = ANY(%s)", (killed["worker"], ids)).fetchall()
+            "SELECT t.state, t.lease_owner, COALESCE(bool_or(s.worker <> %s), false), "
+            "count(s.task_id) > 0 FROM tasks t LEFT JOIN staging s ON s.task_id = t.id "
+            "WHERE t.id = ANY(%s) GROUP BY t.id, t.state, t.lease_owner",
+            (killed["worker"], ids)).fetchall()
         leased, queued = ("LEASED", "FETCHING"), ("PENDING", "RETRY_WAIT")
         fates: Counter[str] = Counter()
         for state, owner, other, staged in rows:
