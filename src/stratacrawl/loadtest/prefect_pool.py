@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,14 +101,20 @@ class PrefectPool:
         return out
 
     def await_crashed(self, queue: str, deadline: float) -> float | None:
-        """Wait (until ``deadline``, monotonic) for the server's automation to mark the flow
-        run of ``queue`` Crashed after its process was killed; returns when it was seen
-        (monotonic) or None."""
-        while time.monotonic() < deadline:
-            if self.states().get(queue) == "CRASHED":
-                return time.monotonic()
+        """Wait (until ``deadline``, wall-clock) for the server's automation to mark the
+        flow run of ``queue`` Crashed after its process was killed; returns the wall-clock
+        time of the Crashed state (from the server, however late it is asked) or None."""
+        while True:
+            with httpx.Client(base_url=self.stack.api_url, timeout=30) as api:
+                try:
+                    state = api.get(f"/flow_runs/{self.runs[queue]}").json().get("state") or {}
+                except (httpx.HTTPError, ValueError, KeyError):
+                    state = {}
+            if state.get("type") == "CRASHED" and state.get("timestamp"):
+                return datetime.fromisoformat(state["timestamp"]).timestamp()
+            if time.time() >= deadline:
+                return None
             time.sleep(2)
-        return None
 
     def stop(self) -> None:
         self.stack.stop()

@@ -103,7 +103,7 @@ class LoadTestResult:
     figures: dict[str, Any] = field(default_factory=dict)
     killed: dict[str, Any] = field(default_factory=dict)
     flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
-    killed_at: float | None = None  # monotonic time of the kill
+    killed_at: float | None = None  # wall-clock time of the kill
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -222,7 +222,7 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
                 next_sim = now + 60
             if kill_at is not None and now >= kill_at and workers[0].latest().get("landed"):
                 result.killed = _kill(conn, workers[0], now - t0)
-                result.killed_at = time.monotonic()
+                result.killed_at = time.time()
                 kill_at = None
             # Workers stop themselves; this is a backstop (flow runs start later and
             # wind down under the same load: more slack through Prefect).
