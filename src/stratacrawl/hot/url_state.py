@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from stratacrawl.hot.scripts import script
+
 FIELDS = ("lc", "h", "la", "et", "lm", "ch", "st")
+
+
+CALL_KEYS = 1000  # URLs per script call: Redis runs one call at a time (~1 ms for 1,000)
 
 
 def key(fp: str) -> str:
@@ -45,6 +50,7 @@ class HotURLState:
 
     def __init__(self, *, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._record = script(redis, "url_state")
 
     async def get_many(self, fps: Sequence[str]) -> list[HotURL | None]:
         if not fps:
@@ -60,20 +66,26 @@ class HotURLState:
     async def record(self, touched: Sequence[str],
                      entries: Mapping[str, Mapping[str, str | int | float | None]],
                      now: float | None = None) -> None:
-        """One pipeline: re-references of ``touched`` (one more hit, accessed now) and
-        promotions or updates of ``entries`` (fields as in ``FIELDS``; ``None`` skipped)."""
+        """Re-references of ``touched`` (one more hit, accessed now) and promotions or
+        updates of ``entries`` (fields as in ``FIELDS``; ``None`` skipped): one script call
+        per ``CALL_KEYS`` URLs. The keys span hash slots: a single Redis (or a proxy that
+        routes by key), not a Redis Cluster."""
         if not touched and not entries:
             return
         stamp = f"{now or time.time():.3f}"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for fp in touched:
-                pipe.hincrby(key(fp), "h", 1)
-                pipe.hset(key(fp), "la", stamp)
-            for fp, fields in entries.items():
-                clean = {k: str(v) for k, v in fields.items() if v is not None}
-                if clean:
-                    pipe.hset(key(fp), mapping=clean)  # type: ignore[arg-type]
-            await pipe.execute()
+        work = [(fp, None) for fp in touched] + list(entries.items())
+        for i in range(0, len(work), CALL_KEYS):
+            chunk = work[i:i + CALL_KEYS]
+            keys, args = [], [0, stamp]
+            for fp, fields in chunk:
+                keys.append(key(fp))
+                if fields is None:
+                    args[0] += 1  # re-references come first in every chunk
+                    continue
+                flat = [x for kv in fields.items() if kv[1] is not None for x in kv]
+                args.append(len(flat) // 2)
+                args += flat
+            await self._record(keys=keys, args=args)
 
     async def put_many(self, entries: Mapping[str, Mapping[str, str | int | float | None]]) -> None:
         await self.record([], entries)

@@ -102,6 +102,27 @@ async def test_warm_down_the_crawl_goes_on_and_warm_is_backfilled(comps: Compone
     assert not again.busy and again.rows == 0
 
 
+async def test_hot_url_state_records_hits_and_fields_across_script_calls(
+        comps: Components) -> None:
+    """One script call per CALL_KEYS URLs: re-references and writes in any mix, across
+    chunk boundaries, with ``None`` fields left as they were."""
+    from stratacrawl.hot.url_state import CALL_KEYS
+
+    n = CALL_KEYS + 300
+    fps = [f"{i:032x}" for i in range(n)]
+    await comps.hot_urls.put_many({fp: {"lc": 100.0 + i, "et": f"e{i}", "st": 200}
+                                   for i, fp in enumerate(fps)})
+    touched = fps[::2]                        # every other one re-referenced...
+    rewritten = {fp: {"st": 304, "et": None, "ch": "c"} for fp in fps[CALL_KEYS - 5:]}
+    await comps.hot_urls.record(touched, rewritten, now=5000.0)  # ...and a tail rewritten
+    got = await comps.hot_urls.get_many(fps)
+    for i, (fp, e) in enumerate(zip(fps, got, strict=True)):
+        assert e is not None and e.last_crawled == 100.0 + i and e.etag == f"e{i}", (i, e)
+        assert (e.hits, e.last_access) == ((1, 5000.0) if i % 2 == 0 else (0, 0.0)), (i, e)
+        tail = fp in rewritten
+        assert (e.status, e.content_hash) == ((304, "c") if tail else (200, None)), (i, e)
+
+
 async def test_hot_eviction_keeps_the_hot_and_writes_back(comps: Components) -> None:
     now = time.time()
     fps = [f"{i:032x}" for i in range(4000)]
