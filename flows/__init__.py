@@ -9,5 +9,16 @@ import os
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-# Our loggers' records (with their context) reach the Prefect run logs too.
-os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "stratacrawl")
+
+import logging
+
+import prefect.main  # noqa: F401  # sets logging up ('prefect.extra' gets the API handler)
+
+# The core's loggers reach the flow run's log in the UI, at STRATACRAWL_LOG_LEVEL (INFO).
+# PREFECT_LOGGING_EXTRA_LOGGERS does that only when set before Prefect set logging up,
+# which a worker's flow-run process does before it loads a flow: the handlers go on here.
+_ours = logging.getLogger("stratacrawl")
+_ours.setLevel(os.environ.get("STRATACRAWL_LOG_LEVEL", "INFO"))
+for _handler in logging.getLogger("prefect.extra").handlers:
+    if _handler not in _ours.handlers:
+        _ours.addHandler(_handler)

@@ -8,6 +8,7 @@ their callers (``async with``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ from stratacrawl.services.resolve import redact
 from stratacrawl.settings import Settings
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
+
+log = logging.getLogger(__name__)
 
 REDIS_POOL_WAIT_S = 30.0
 
@@ -80,6 +83,9 @@ class Runtime:
         async with self.es_client() as es:
             await ensure_templates(es, self.layout)
             await ensure_week_indices(es, self.layout)
+        log.info("tiers ready: PostgreSQL schema migrated (%s); Elasticsearch templates and "
+                 "this week's indices in place (%s)", redact(self.database_url),
+                 redact(self.endpoints.elasticsearch_url))
 
 
 async def check_redis(rt: Runtime) -> str:

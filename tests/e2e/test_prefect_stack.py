@@ -57,6 +57,11 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert state == "COMPLETED", (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:]
+        # The core's own log lines (not just Prefect's) are in the run's log in the UI.
+        logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {
+            "any_": [run["id"]]}}}, timeout=10).json()
+        ours = [entry["message"] for entry in logs if entry["name"].startswith("stratacrawl")]
+        assert any(m.startswith("tiers ready") for m in ours), [e["name"] for e in logs]
         # `up` started a recovery run on the worker (hot rebuilt from cold at worker start)
         recovery = next(d for d in deployments if d["name"] == "recovery")
         runs: list = []
