@@ -35,6 +35,11 @@ from stratacrawl.urls import canonicalize, check_target
 
 REDIRECTS = {301, 302, 303, 307, 308}
 MAX_REDIRECTS = 5
+# Bodies past LARGE_BODY_BYTES (raw or decoded) are read LARGE_BODIES_AT_ONCE at a time per
+# process: a body costs twice its size while read (the chunks, then the joined body), so
+# what large pages can cost at once is bounded (4 x 2 x 5 MB), whatever the concurrency.
+LARGE_BODY_BYTES = 1 << 20
+LARGE_BODIES_AT_ONCE = 4
 LEVEL1_BACKOFF_S = (1.0, 3.0)
 CONTENT_TYPES = ("text/html", "application/xhtml+xml", "application/json", "application/xml",
                  "text/xml", "text/plain", "application/rss+xml", "application/atom+xml",
@@ -85,6 +90,8 @@ class Fetcher:
         self.robots = robots
         self.rng = rng or random.Random()
         self.backoff_s = backoff_s
+        self._large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
+        self.large_bodies_reading = 0  # past LARGE_BODY_BYTES now (<= LARGE_BODIES_AT_ONCE)
 
     async def fetch(self, client: SourceClient, source: Source, url: str,
                     validators: dict[str, str] | None = None,
@@ -181,17 +188,32 @@ class Fetcher:
             decoder = BoundedDecoder(headers.get("content-encoding"), source.max_bytes)
         except ValueError:
             return Verdict(Kind.TERMINAL, "content-encoding"), fields
-        parts, raw_size = [], 0
+        parts: list[bytes] = []
+        raw_size = size = 0
+        large = False  # holding one of the large-body turns (set only once acquired)
+        if declared.isdigit() and int(declared) > LARGE_BODY_BYTES:
+            await self._large_bodies.acquire()
+            large = True
+            self.large_bodies_reading += 1
         try:
             async for chunk in response.aiter_raw():
                 raw_size += len(chunk)
                 if raw_size > source.max_bytes:
                     raise TooLarge(source.max_bytes)
-                parts.append(decoder.feed(chunk))
+                parts.append(part := decoder.feed(chunk))
+                size += len(part)
+                if not large and max(raw_size, size) > LARGE_BODY_BYTES:
+                    await self._large_bodies.acquire()  # no or a false Content-Length
+                    large = True
+                    self.large_bodies_reading += 1
             parts.append(decoder.flush())
+            fields["body"] = b"".join(parts)
         except TooLarge:
             return Verdict(Kind.TERMINAL, "too-large"), fields
         except (zlib.error, brotli.error):
             return Verdict(Kind.TERMINAL, "bad-encoding"), fields
-        fields["body"] = b"".join(parts)
+        finally:
+            if large:
+                self._large_bodies.release()
+                self.large_bodies_reading -= 1
         return verdict, fields

@@ -1,0 +1,83 @@
+"""The fetcher against a local HTTP server whose responses the test holds open."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from stratacrawl.components import Components
+from stratacrawl.fetch.fetcher import (
+    LARGE_BODIES_AT_ONCE,
+    LARGE_BODY_BYTES,
+    Fetcher,
+    SourceClient,
+)
+from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.sources import parse_sources
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def held_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """``/big/<n>``: a chunked page (no Content-Length) that sends a bit more than
+    ``LARGE_BODY_BYTES``, then the rest once the event is set."""
+    release = asyncio.Event()
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+        await resp.prepare(request)
+        await resp.write(b"<html>" + b"x" * LARGE_BODY_BYTES)
+        await release.wait()
+        await resp.write(b"</html>")
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/big/{n}", big)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    site = web.SockSite(runner, sock)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", release
+    finally:
+        release.set()
+        await runner.cleanup()
+
+
+async def test_large_bodies_are_read_a_few_at_a_time(
+        comps: Components, held_server: tuple[str, asyncio.Event]) -> None:
+    base, release = held_server
+    n = LARGE_BODIES_AT_ONCE * 2
+    source = parse_sources({"sources": [{
+        "id": "big", "seeds": [f"{base}/big/0"], "allow": [f"^{base}/"], "rate": 1000.0,
+        "concurrency": n, "robots": "ignore", "allow_private_networks": True,
+        "timeout_s": 30.0}]}).sources[0]
+    fetcher = Fetcher(politeness=Politeness(redis=comps.redis),
+                      robots=RobotsCache(redis=comps.redis))
+    client = SourceClient(source)
+    try:
+        runs = [asyncio.create_task(fetcher.fetch(client, source, f"{base}/big/{i}"))
+                for i in range(n)]
+        # Every response is past LARGE_BODY_BYTES and held open: only so many are read on.
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if fetcher.large_bodies_reading == LARGE_BODIES_AT_ONCE:
+                break
+        await asyncio.sleep(0.5)  # and no more than that, however long they wait
+        assert fetcher.large_bodies_reading == LARGE_BODIES_AT_ONCE
+        release.set()
+        results = await asyncio.gather(*runs)
+    finally:
+        await client.aclose()
+    assert [r.verdict.success for r in results] == [True] * n
+    assert all(len(r.body) == len(b"<html>") + LARGE_BODY_BYTES + len(b"</html>")
+               for r in results)
+    assert fetcher.large_bodies_reading == 0   # every turn given back
