@@ -173,11 +173,13 @@ class Ledger:
             "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED') THEN now() END, "
             "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
             "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
-            "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.lease_owner = %s "
-            "AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
-        params = ([o.task_id for o in outcomes], [str(o.state) for o in outcomes],
-                  [o.status for o in outcomes], [o.error for o in outcomes],
-                  [o.due_at for o in outcomes], owner)
+            "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.id = ANY(%s::bigint[]) "
+            "AND t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
+        # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
+        # planner may hash every leased task (a sequential scan of the ledger per flush).
+        ids = [o.task_id for o in outcomes]
+        params = (ids, [str(o.state) for o in outcomes], [o.status for o in outcomes],
+                  [o.error for o in outcomes], [o.due_at for o in outcomes], ids, owner)
         if conn is not None:
             cur = await conn.execute(sql, params)
             return {int(r[0]) for r in await cur.fetchall()}
