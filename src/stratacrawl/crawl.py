@@ -28,6 +28,7 @@ from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.gctune import tune_gc
 from stratacrawl.malloc import pin_mmap_threshold
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
@@ -228,6 +229,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     ``report`` (if given) is filled in as the crawl goes."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
     pin_mmap_threshold()  # page bodies of 1-5 MB must not fragment the heap
+    tune_gc()  # no full collections pausing the loop every few seconds
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)

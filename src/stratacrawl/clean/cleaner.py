@@ -31,6 +31,7 @@ from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
 from stratacrawl.errors import FormatError, InvalidURL
+from stratacrawl.gctune import tune_gc
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.urls import canonicalize, fingerprint
 
@@ -268,6 +269,7 @@ async def clean_staged(pool: AsyncConnectionPool, redis: aioredis.Redis | None,
                        source_ids: list[str] | None = None, batch_size: int = 200,
                        follow: bool = False) -> CleanReport:
     """One cleaning run: clean what is staged, then look for format anomalies."""
+    tune_gc()
     cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
     stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
     ids = source_ids or sources.ids

@@ -27,6 +27,7 @@ from typing import Any
 import brotli
 from aiohttp import web
 
+from stratacrawl.gctune import tune_gc
 from stratacrawl.sim import content, render
 from stratacrawl.sim.spec import SourceSpec
 
@@ -330,6 +331,7 @@ class Simulator:
         self.offset += timedelta(seconds=seconds)
 
     async def start(self) -> list[SourceSpec]:
+        tune_gc()  # a full collection pausing the loop would bunch the arrivals it stamps
         for spec in self.specs:
             app = web.Application(client_max_size=2**20)
             app.router.add_route("*", "/{tail:.*}", self.servers[spec.id].handle)
