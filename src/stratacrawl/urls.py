@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 import re
 import socket
+import time
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -32,6 +33,9 @@ _ASPNET_SESSION = re.compile(r"/\((?:[A-Za-z]\([^)]*\))+\)(?=/)")  # /(S(abc))/
 _INDEX = re.compile(r"/(index|default)\.(html?|php|aspx?)$", re.IGNORECASE)
 _DUP_SLASHES = re.compile(r"/{2,}")
 DEFAULT_PORTS = {"http": 80, "https": 443}
+HOST_TTL_S = 300.0
+MAX_HOSTS = 10_000
+_hosts: dict[str, tuple[float, bool]] = {}  # host -> (expiry, private)
 
 
 def canonicalize(url: str | bytes) -> str:
@@ -84,7 +88,13 @@ def canonicalize(url: str | bytes) -> str:
 
 def fingerprint(url: str | bytes) -> str:
     """Hex digest (128 bits) of the canonical URL: the dedup key everywhere."""
-    return hashlib.blake2b(canonicalize(url).encode(), digest_size=16).hexdigest()
+    return canonical_fingerprint(canonicalize(url))
+
+
+def canonical_fingerprint(canonical: str) -> str:
+    """``fingerprint`` of a URL ``canonicalize`` returned (canonicalizing it again, which
+    changes nothing, was half of what discovery spent on a link)."""
+    return hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
 
 
 def resolve(base: str, href: str) -> str:
@@ -103,7 +113,21 @@ def resolve(base: str, href: str) -> str:
 
 
 def is_private_host(host: str) -> bool:
-    """True for loopback, private, link-local, reserved or unspecified addresses (resolving names)."""
+    """True for loopback, private, link-local, reserved or unspecified addresses (resolving
+    names; a name's answer is kept ``HOST_TTL_S``: discovery asks for every link, and a
+    sitemap's 50,000 links are on one host)."""
+    now = time.monotonic()
+    known = _hosts.get(host)
+    if known is not None and known[0] > now:
+        return known[1]
+    private = _is_private_host(host)
+    if len(_hosts) >= MAX_HOSTS:
+        _hosts.clear()
+    _hosts[host] = (now + HOST_TTL_S, private)
+    return private
+
+
+def _is_private_host(host: str) -> bool:
     try:
         addresses = [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:

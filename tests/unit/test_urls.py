@@ -2,8 +2,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratacrawl import urls as urls_module
 from stratacrawl.errors import InvalidURL
-from stratacrawl.urls import canonicalize, check_target, fingerprint, is_private_host, resolve
+from stratacrawl.urls import (
+    canonical_fingerprint,
+    canonicalize,
+    check_target,
+    fingerprint,
+    is_private_host,
+    resolve,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -67,6 +75,26 @@ def test_private_networks() -> None:
     check_target("http://192.168.1.1/", allow_private=True)
 
 
+def test_a_host_name_is_resolved_once_per_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    def getaddrinfo(host: str, *_: object, **__: object) -> list[tuple]:
+        asked.append(host)
+        return [(2, 1, 6, "", ("10.0.0.7" if host == "intranet.test" else "93.184.216.34", 0))]
+
+    monkeypatch.setattr(urls_module.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(urls_module, "_hosts", {})
+    for i in range(50):  # a sitemap's links: one host
+        check_target(f"http://public.test/item/{i}", allow_private=False)
+        with pytest.raises(InvalidURL, match="private-network"):
+            check_target(f"http://intranet.test/item/{i}", allow_private=False)
+    assert asked == ["public.test", "intranet.test"]
+    clock = urls_module.time.monotonic() + urls_module.HOST_TTL_S + 1
+    monkeypatch.setattr(urls_module.time, "monotonic", lambda: clock)
+    check_target("http://public.test/again", allow_private=False)
+    assert asked == ["public.test", "intranet.test", "public.test"]  # asked again after the TTL
+
+
 urls = st.builds(
     lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
     st.sampled_from(["http", "HTTP", "https", "ftp", "javascript", ""]),
@@ -88,3 +116,4 @@ def test_canonicalize_is_idempotent_and_raises_only_invalid_url(raw: str | bytes
         return
     assert canonicalize(once) == once
     assert once.startswith(("http://", "https://"))
+    assert canonical_fingerprint(once) == fingerprint(raw)  # discovery's shortcut

@@ -33,7 +33,7 @@ from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, 
 from stratacrawl.errors import FormatError, InvalidURL
 from stratacrawl.gctune import tune_gc
 from stratacrawl.sources import Source, SourcesFile
-from stratacrawl.urls import canonicalize, fingerprint
+from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
 PARSE_CACHE_TTL_S = 1800
@@ -189,7 +189,7 @@ class Cleaner:
             canonical = canonicalize(page_url)
         return Record(source_id=c.source_id, day=c.fetched_at.date(),
                       fingerprint=record_fingerprint(c.source_id, canonical, ext.fields),
-                      url=page_url, canonical_url=canonical, url_hash=fingerprint(canonical),
+                      url=page_url, canonical_url=canonical, url_hash=canonical_fingerprint(canonical),
                       staging_id=c.id, task_id=c.task_id, trace_id=c.trace_id,
                       crawled_at=c.fetched_at, fields=ext.fields)
 

@@ -15,7 +15,7 @@ from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.urls import canonicalize, fingerprint
+from stratacrawl.urls import canonical_fingerprint, canonicalize
 from stratacrawl.warm.indices import IndexLayout
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def _ts(value: Any) -> str | None:
 async def lookup(url: str, *, hot: HotURLState, es: AsyncElasticsearch | None,
                  layout: IndexLayout, pool: AsyncConnectionPool) -> URLFacts | None:
     canonical = canonicalize(url)
-    fp = fingerprint(canonical)
+    fp = canonical_fingerprint(canonical)
     (hot_entry,) = await hot.get_many([fp])
     facts = await _warm(fp, canonical, es, layout) if es is not None else None
     if facts is None:

@@ -137,3 +137,30 @@ async def test_urgent_submission_jumps_the_queue(comps: Components) -> None:
     batch = await comps.frontier.claim("s1", 2, "w")
     assert {t.url for t in batch.tasks} == {"http://127.0.0.1:9/item/29",
                                             "http://127.0.0.1:9/special"}
+
+
+async def test_a_long_page_is_discovered_in_steps_each_link_queued_once(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stratacrawl.frontier import discovery
+
+    monkeypatch.setattr(discovery, "CHUNK_LINKS", 4)
+    checked: list[int] = []
+    check = comps.dedup.check
+
+    async def counting(fps: list[str]):  # type: ignore[no-untyped-def]
+        checked.append(len(fps))
+        return await check(fps)
+
+    monkeypatch.setattr(comps.dedup, "check", counting)
+    # 11 links, a repeat of item 1 in the second and the third step, two out of scope.
+    links = [f"/item/{i}" for i in range(6)] + ["/item/1", "/about", "/item/6", "/item/1",
+                                                "/contact"]
+    stats = await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", links)
+    assert checked == [4, 3, 2]  # three steps; out-of-scope links never reach dedup
+    assert stats.links == 11 and stats.dropped["out-of-scope"] == 2
+    assert stats.queued == 7 and stats.known == 2
+    async with comps.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT url, count(*) FROM tasks WHERE source_id = 's1' GROUP BY url")).fetchall()
+    assert {u for u, _ in rows} == {f"http://127.0.0.1:9/item/{i}" for i in range(7)}
+    assert all(n == 1 for _, n in rows)
