@@ -150,10 +150,12 @@ def _lease() -> Any:
     return timedelta(minutes=10)
 
 
-def _worker_rss(seconds: float | None, backlog: int, sources: int = SOURCES
-                ) -> tuple[float, int, float, dict[int, float]]:
+def _worker_rss(seconds: float | None, backlog: int, sources: int = SOURCES,
+                pages: int | None = None) -> tuple[float, int, float, dict[int, float]]:
     """Peak RSS of a ``stratacrawl crawl`` process (its own OS process, as deployed) over a
-    crawl with 1-5 MB pages in the mix, for ``seconds`` or (None) until nothing is due;
+    crawl with 1-5 MB pages in the mix, for ``seconds``, or (None) until ``pages`` are
+    staged (stopped with SIGTERM then: the simulated sites keep publishing, so a crawl of
+    them is never idle for long) or nothing is due;
     (peak MB, pages staged, seconds, peak MB so far at every 100,000 pages staged)."""
     with tempfile.TemporaryDirectory(prefix="bench-fetch-rss-") as tmp:
         folder = Path(tmp)
@@ -166,16 +168,21 @@ def _worker_rss(seconds: float | None, backlog: int, sources: int = SOURCES
                 "crawl", "--sources", str(folder / "sources.yaml"), *limit,
                 "--worker-id", "bench-rss", "--json"],
                 rt.child_env(folder / "state"), folder / "crawl.log")
+            t0 = time.monotonic()
             worker.start()
             by_pages: dict[int, float] = {}
+            landed = 0
             while worker.alive:
                 time.sleep(0.5)
                 worker.sample()
                 landed = int(worker.latest().get("landed", 0))
                 by_pages.setdefault(landed // 100_000 * 100_000, worker.usage.peak_rss_mb)
+                if pages and landed >= pages:
+                    worker.wait(0)  # SIGTERM now
+                    break
             final = worker.final or {}
-            return worker.usage.peak_rss_mb, int(final.get("landed", 0)), float(
-                final.get("seconds", 0.0)), by_pages
+            return worker.usage.peak_rss_mb, int(final.get("landed", landed)), float(
+                final.get("seconds", time.monotonic() - t0)), by_pages
 
 
 def run(quick: bool = False) -> Iterator[Figure]:
