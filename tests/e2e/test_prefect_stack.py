@@ -57,11 +57,20 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert state == "COMPLETED", (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:]
-        # The core's own log lines (not just Prefect's) are in the run's log in the UI.
-        logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {
-            "any_": [run["id"]]}}}, timeout=10).json()
-        ours = [entry["message"] for entry in logs if entry["name"].startswith("stratacrawl")]
-        assert any(m.startswith("tiers ready") for m in ours), [e["name"] for e in logs]
+        # The core's own log lines (not just Prefect's) are in the run's log in the UI. Logs
+        # are shipped in batches and stored by the server on its own time: wait for them.
+        logs: list = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            logs = httpx.post(f"{api}/logs/filter", json={"logs": {"flow_run_id": {
+                "any_": [run["id"]]}}}, timeout=10).json()
+            if any(e["name"].startswith("stratacrawl") and e["message"].startswith(
+                    "tiers ready") for e in logs):
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError(f"no 'tiers ready' from stratacrawl in the run's log: "
+                                 f"{[(e['name'], e['message'][:60]) for e in logs]}")
         # `up` started a recovery run on the worker (hot rebuilt from cold at worker start)
         recovery = next(d for d in deployments if d["name"] == "recovery")
         runs: list = []
