@@ -11,6 +11,7 @@ unique index prefix per test on the Elasticsearch API.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -128,11 +129,12 @@ def settings(tmp_path: Path, es_prefix: str, tier_endpoints: Endpoints,
                     es_index_prefix=es_prefix, state_dir=tmp_path / "state")
 
 
-@pytest.fixture
-async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Runtime]:
-    """A prepared Runtime on this test's database, Redis DB and index prefix."""
+@contextlib.asynccontextmanager
+async def prepared_runtime(settings: Settings, embedded: tuple[str, ...] | list[str]
+                           ) -> AsyncIterator[Runtime]:
+    """A prepared Runtime on ``settings``' tiers; its indices deleted afterwards."""
     endpoints = Endpoints(settings.redis_url or "", settings.elasticsearch_url or "",
-                          settings.database_url or "", tier_endpoints.embedded)
+                          settings.database_url or "", embedded)
     runtime = Runtime(settings, endpoints)
     await runtime.prepare()
     yield runtime
@@ -141,10 +143,68 @@ async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Run
 
 
 @pytest.fixture
-async def comps(rt: Runtime) -> AsyncIterator[object]:
-    """Open frontier components on this test's tiers (small Bloom filter)."""
+async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Runtime]:
+    """A prepared Runtime on this test's database, Redis DB and index prefix."""
+    async with prepared_runtime(settings, tier_endpoints.embedded) as runtime:
+        yield runtime
+
+
+@contextlib.asynccontextmanager
+async def small_components(rt: Runtime) -> AsyncIterator[object]:
     from stratacrawl.components import open_components
 
     rt.settings.bloom_capacity = 100_000
     async with open_components(rt) as c:
+        yield c
+
+
+@pytest.fixture
+async def comps(rt: Runtime) -> AsyncIterator[object]:
+    """Open frontier components on this test's tiers (small Bloom filter)."""
+    async with small_components(rt) as c:
+        yield c
+
+
+# -- Redis Cluster: the hot tier's cluster path ------------------------------------------
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis Cluster's URL: ``STRATACRAWL_TEST_REDIS_CLUSTER_URL``, or three embedded
+    nodes started for this session (per xdist worker)."""
+    url = os.environ.get("STRATACRAWL_TEST_REDIS_CLUSTER_URL")
+    if url:
+        yield url
+        return
+    from stratacrawl.services.cluster import EmbeddedRedisCluster
+
+    with EmbeddedRedisCluster(tmp_path_factory.mktemp("redis-cluster"), nodes=3) as cluster:
+        yield cluster.url
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: str) -> Iterator[str]:
+    """The cluster, flushed on every primary before and after the test."""
+    client = redis.RedisCluster.from_url(redis_cluster)
+    client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    yield redis_cluster
+    client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    client.close()
+
+
+@pytest.fixture
+def cluster_settings(settings: Settings, cluster_url: str) -> Settings:
+    return settings.model_copy(update={"redis_url": cluster_url, "redis_cluster": True})
+
+
+@pytest.fixture
+async def cluster_rt(cluster_settings: Settings,
+                     tier_endpoints: Endpoints) -> AsyncIterator[Runtime]:
+    async with prepared_runtime(cluster_settings, tier_endpoints.embedded) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+async def cluster_comps(cluster_rt: Runtime) -> AsyncIterator[object]:
+    """Open frontier components whose hot tier is the Redis Cluster."""
+    async with small_components(cluster_rt) as c:
         yield c

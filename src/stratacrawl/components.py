@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-import redis.asyncio as aioredis
 from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
@@ -20,14 +19,16 @@ from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.scheduler import Scheduler
+from stratacrawl.hot.client import HotRedis, check_kind
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.runtime import Runtime
+from stratacrawl.services.resolve import redact
 
 
 @dataclass
 class Components:
     runtime: Runtime
-    redis: aioredis.Redis
+    redis: HotRedis
     es: AsyncElasticsearch
     pool: AsyncConnectionPool
     ledger: Ledger
@@ -46,6 +47,7 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
     s = rt.settings
     async with (rt.redis_client() as redis, rt.es_client() as es,
                 make_pool(rt.database_url, max_size=s.pg_pool_size) as pool):
+        await check_kind(redis, redact(rt.endpoints.redis_url))
         ledger = Ledger(pool=pool)
         hot_queue = HotQueue(redis=redis, window=s.hot_window)
         frontier = Frontier(ledger=ledger, hot=hot_queue, lease=timedelta(seconds=s.lease_s))

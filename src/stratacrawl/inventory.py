@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 from stratacrawl.cold.db import libpq_url
+from stratacrawl.hot.client import key_count, used_memory_bytes
 from stratacrawl.runtime import Runtime
 
 COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts",
@@ -31,8 +32,8 @@ class Inventory:
 
 async def take_inventory(rt: Runtime) -> Inventory:
     async with rt.redis_client() as r:
-        keys = int(await r.dbsize())
-        used = float((await r.info("memory"))["used_memory"]) / 2**20
+        keys = await key_count(r)
+        used = await used_memory_bytes(r) / 2**20
     warm: dict[str, int] = {}
     async with rt.es_client() as es:
         for family in ("url_dedup", "url_meta"):

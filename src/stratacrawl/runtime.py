@@ -16,9 +16,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from elasticsearch import AsyncElasticsearch
+from redis.exceptions import RedisClusterException
 
 from stratacrawl.cold import db
-from stratacrawl.errors import ServiceUnavailable
+from stratacrawl.errors import ConfigError, ServiceUnavailable
+from stratacrawl.hot.client import HotRedis, check_kind, connect
 from stratacrawl.services import Endpoints
 from stratacrawl.services.resolve import redact
 from stratacrawl.settings import Settings
@@ -58,20 +60,20 @@ class Runtime:
         """Environment for a ``stratacrawl`` subprocess on these very tiers."""
         ep = self.endpoints
         return {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
+                "STRATACRAWL_REDIS_CLUSTER": "true" if self.settings.redis_cluster else "false",
                 "STRATACRAWL_DATABASE_URL": ep.database_url,
                 "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
                 "STRATACRAWL_ES_PLAIN_JSON": "true" if self.es_plain_json else "false",
                 "STRATACRAWL_ES_INDEX_PREFIX": self.layout.prefix,
                 "STRATACRAWL_STATE_DIR": str(state_dir or self.settings.state_dir)}
 
-    def redis_client(self, **kwargs: Any) -> aioredis.Redis:
-        # A blocking pool: a thousand batches in flight wait for one of its connections
-        # instead of failing with "too many connections".
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self.endpoints.redis_url, max_connections=self.settings.redis_max_connections,
-            timeout=REDIS_POOL_WAIT_S, socket_connect_timeout=self.settings.connect_timeout_s,
-            **kwargs)
-        return aioredis.Redis.from_pool(pool)
+    def redis_client(self, **kwargs: Any) -> HotRedis:
+        s = self.settings
+        return connect(self.endpoints.redis_url, cluster=s.redis_cluster,
+                       max_connections=(s.redis_cluster_max_connections if s.redis_cluster
+                                        else s.redis_max_connections),
+                       pool_wait_s=REDIS_POOL_WAIT_S, connect_timeout_s=s.connect_timeout_s,
+                       **kwargs)
 
     def es_client(self, **kwargs: Any) -> AsyncElasticsearch:
         return make_client(self.endpoints.elasticsearch_url, plain_json=self.es_plain_json,
@@ -93,9 +95,13 @@ async def check_redis(rt: Runtime) -> str:
     try:
         async with rt.redis_client() as r:
             info = await asyncio.wait_for(r.info("server"), rt.settings.connect_timeout_s)
-    except (OSError, TimeoutError, aioredis.RedisError) as e:
+            await check_kind(r, url)
+    except ConfigError as e:
+        raise ServiceUnavailable("Redis", url, str(e)) from None
+    except (OSError, TimeoutError, aioredis.RedisError, RedisClusterException) as e:
         raise ServiceUnavailable("Redis", url, str(e) or type(e).__name__) from None
-    return str(info.get("redis_version", "?"))
+    version = str(info.get("redis_version", "?"))
+    return f"{version} (cluster)" if rt.settings.redis_cluster else version
 
 
 async def check_elasticsearch(rt: Runtime) -> str:

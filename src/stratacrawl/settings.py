@@ -18,6 +18,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STRATACRAWL_", extra="ignore")
 
     redis_url: str | None = None
+    # A Redis Cluster at ``redis_url`` (any of its nodes): keys spread over its slots.
+    redis_cluster: bool = False
     elasticsearch_url: str | None = None
     database_url: str | None = None
     state_dir: Path = Field(default=Path(".stratacrawl"))
@@ -41,6 +43,8 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=300.0, gt=0)
     pg_pool_size: int = Field(default=8, ge=1)
     redis_max_connections: int = Field(default=64, ge=1)
+    # Per cluster node: redis-py's cluster client fails at the cap instead of waiting.
+    redis_cluster_max_connections: int = Field(default=1024, ge=1)
     # Batches one fetch worker runs at once (each serial, one request in flight): raise it
     # for slow sources, where throughput = in-flight requests / latency.
     fetch_max_batches: int = Field(default=64, ge=1)

@@ -32,6 +32,8 @@ from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
 from stratacrawl.errors import FormatError, InvalidURL
 from stratacrawl.gctune import tune_gc
+from stratacrawl.hot.client import HotRedis
+from stratacrawl.hot.client import mget as hot_mget
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
@@ -92,7 +94,7 @@ class _Claimed:
 class Cleaner:
     """Staging → records for the sources of one sources file."""
 
-    def __init__(self, *, pool: AsyncConnectionPool, redis: aioredis.Redis | None,
+    def __init__(self, *, pool: AsyncConnectionPool, redis: HotRedis | None,
                  sources: SourcesFile, batch_size: int = 200,
                  cache_ttl_s: int = PARSE_CACHE_TTL_S) -> None:
         self.pool = pool
@@ -197,7 +199,7 @@ class Cleaner:
         if self.redis is None or not keys:
             return [None] * len(keys)
         try:
-            return list(await self.redis.mget(keys))
+            return await hot_mget(self.redis, keys)
         except aioredis.RedisError as e:  # the cache is an optimisation: clean without it
             log.warning("clean: parse cache unavailable (%s)", e)
             return [None] * len(keys)
@@ -264,7 +266,7 @@ async def clean_states(pool: AsyncConnectionPool, source_ids: list[str]) -> dict
         return out
 
 
-async def clean_staged(pool: AsyncConnectionPool, redis: aioredis.Redis | None,
+async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
                        sources: SourcesFile, *, seconds: float | None = None,
                        source_ids: list[str] | None = None, batch_size: int = 200,
                        follow: bool = False) -> CleanReport:

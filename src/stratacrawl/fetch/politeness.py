@@ -13,8 +13,7 @@ import asyncio
 import random
 import time
 
-import redis.asyncio as aioredis
-
+from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.scripts import script
 
 LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
@@ -36,7 +35,7 @@ def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> 
 
 
 class Politeness:
-    def __init__(self, *, redis: aioredis.Redis, rng: random.Random | None = None) -> None:
+    def __init__(self, *, redis: HotRedis, rng: random.Random | None = None) -> None:
         self.redis = redis
         self.rng = rng or random.Random()
         self._pace = script(redis, "pace")

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
-import redis.asyncio as aioredis
 from protego import Protego
 
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 from stratacrawl.fetch.tls import ssl_context
+from stratacrawl.hot.client import HotRedis
 
 TTL_S = 3600
 RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page (DESIGN.md)
@@ -61,7 +61,7 @@ def origin(url: str) -> str:
 class RobotsCache:
     """``check(url)`` → allowed?, crawl delay; fetching robots.txt through ``get_text``."""
 
-    def __init__(self, *, redis: aioredis.Redis,
+    def __init__(self, *, redis: HotRedis,
                  get_text: Callable[[str], Awaitable[tuple[int, str]]] = fetch_text) -> None:
         self.redis = redis
         self.get_text = get_text

@@ -10,12 +10,18 @@ filter over several keys (each its own cluster slot); a URL's bits stay in one s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode
+from redis.exceptions import AskError, ResponseError
+
+from stratacrawl.hot.client import HotRedis, is_cluster
 
 MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB; positions travel as uint32
 
@@ -73,6 +79,14 @@ def encode_bitfield(key: str, positions: np.ndarray, add: bool) -> bytes:
     return head + (template * p.size) % tuple(pairs.tolist())
 
 
+def _bitfield_args(key: str, positions: np.ndarray, add: bool) -> list[Any]:
+    """The same request as ``encode_bitfield``, as arguments for a client to encode."""
+    args: list[Any] = ["BITFIELD" if add else "BITFIELD_RO", key]
+    for p in positions.ravel().tolist():
+        args += ["SET", "u1", p, 1] if add else ["GET", "u1", p]
+    return args
+
+
 class BloomFilter:
     """Check-and-add of fingerprints (hex strings of 128 bits) in batches.
 
@@ -80,7 +94,7 @@ class BloomFilter:
     replies are the bits' old values, which is exactly "was it there already".
     """
 
-    def __init__(self, *, redis: aioredis.Redis, spec: BloomSpec, name: str = "urls") -> None:
+    def __init__(self, *, redis: HotRedis, spec: BloomSpec, name: str = "urls") -> None:
         self.redis = redis
         self.spec = spec
         self.name = name
@@ -111,30 +125,86 @@ class BloomFilter:
         for s in range(self.spec.shards):
             rows = np.nonzero(shard == s)[0] if self.spec.shards > 1 else np.arange(shard.size)
             chunks += [rows[i:i + CHUNK_URLS] for i in range(0, rows.size, CHUNK_URLS)]
-        pool = self.redis.connection_pool
-        conn = await pool.get_connection()
-        try:
-            # Pipelined: each chunk is written as soon as it is encoded, so Redis works on
-            # chunk i while this process encodes chunk i+1; replies are read in order after.
-            for part in chunks:
-                shard_of = int(shard[part[0]])
-                await conn.send_packed_command(
-                    encode_bitfield(self.key(shard_of), pos[part], add), check_health=False)
-            if with_ready:  # same round trip: the answer and whether to believe it
-                await conn.send_command("EXISTS", self.ready_key, check_health=False)
-            replies = [await conn.read_response() for _ in chunks]
-            ready = bool(await conn.read_response()) if with_ready else True
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
+        requests = [(self.key(int(shard[part[0]])), part) for part in chunks]
+        if is_cluster(self.redis):
+            replies, ready = await self._send_cluster(requests, pos, add, with_ready)
+        else:
+            replies, ready = await self._send(None, requests, pos, add, with_ready)
         out = np.zeros(len(fingerprints), dtype=bool)
         for part, bits in zip(chunks, replies, strict=True):
             if isinstance(bits, Exception):
                 raise bits
             out[part] = np.asarray(bits, dtype=np.uint8).reshape(-1, self.spec.k).all(axis=1)
         return out.tolist(), ready
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, node: ClusterNode | None) -> AsyncIterator[Any]:
+        """A connection of the client's pool, or of one cluster node."""
+        if node is None:
+            pool = self.redis.connection_pool
+            conn = await pool.get_connection()
+            try:
+                yield conn
+            finally:
+                await pool.release(conn)
+        else:
+            conn = node.acquire_connection()
+            try:
+                yield conn
+            finally:
+                node.release(conn)
+
+    async def _send(self, node: ClusterNode | None, requests: list[tuple[str, np.ndarray]],
+                    pos: np.ndarray, add: bool, with_ready: bool) -> tuple[list[Any], bool]:
+        """The BITFIELDs (and the ready check) on one connection, replies in order."""
+        async with self._connection(node) as conn:
+            return await self._exchange(conn, requests, pos, add, with_ready)
+
+    async def _exchange(self, conn: Any, requests: list[tuple[str, np.ndarray]],
+                        pos: np.ndarray, add: bool, with_ready: bool) -> tuple[list[Any], bool]:
+        try:
+            # Pipelined: each chunk is written as soon as it is encoded, so Redis works on
+            # chunk i while this process encodes chunk i+1; replies are read in order after.
+            for key, part in requests:
+                await conn.send_packed_command(encode_bitfield(key, pos[part], add),
+                                               check_health=False)
+            if with_ready:  # same round trip: the answer and whether to believe it
+                await conn.send_command("EXISTS", self.ready_key, check_health=False)
+            replies: list[Any] = []
+            for _ in requests:
+                try:
+                    replies.append(await conn.read_response())
+                except ResponseError as e:  # the reply was read whole: the rest follow
+                    replies.append(e)
+            ready = bool(await conn.read_response()) if with_ready else True
+        except BaseException:
+            await conn.disconnect()
+            raise
+        return replies, ready
+
+    async def _send_cluster(self, requests: list[tuple[str, np.ndarray]], pos: np.ndarray,
+                            add: bool, with_ready: bool) -> tuple[list[Any], bool]:
+        """Each node's shards on one of its connections, all nodes at once. A shard whose
+        slot moved (MOVED/ASK: not applied there) goes again through the cluster client,
+        which follows the redirect and refreshes its slot map."""
+        by_node: dict[Any, list[int]] = {}
+        for i, (key, _) in enumerate(requests):
+            by_node.setdefault(self.redis.get_node_from_key(key), []).append(i)
+        nodes = list(by_node)
+        results = await asyncio.gather(*(
+            self._send(node, [requests[i] for i in by_node[node]], pos, add, False)
+            for node in nodes))
+        replies: list[Any] = [None] * len(requests)
+        for node, (got, _) in zip(nodes, results, strict=True):
+            for i, reply in zip(by_node[node], got, strict=True):
+                replies[i] = reply
+        for i, reply in enumerate(replies):
+            if isinstance(reply, AskError):  # MovedError is one too
+                key, part = requests[i]
+                replies[i] = await self.redis.execute_command(
+                    *_bitfield_args(key, pos[part], add))
+        ready = (await self.is_ready()) if with_ready else True
+        return replies, ready
 
     async def check_and_add(self, fingerprints: Sequence[str]) -> list[bool]:
         """Add every fingerprint; True where it was (probably) there already."""

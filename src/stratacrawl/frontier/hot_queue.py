@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
+from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.scripts import script
 
 BAND = 1e10
@@ -34,7 +33,7 @@ def score(priority: int, due_epoch: float) -> float:
 class HotQueue:
     """Ready queues and leases of all sources in one Redis."""
 
-    def __init__(self, *, redis: aioredis.Redis, window: int = 2000) -> None:
+    def __init__(self, *, redis: HotRedis, window: int = 2000) -> None:
         self.redis = redis
         self.window = window
         self._claim = script(redis, "claim")

@@ -15,9 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import redis.asyncio as aioredis
-
 from stratacrawl.frontier.hot_queue import BAND, ready_key
+from stratacrawl.hot.client import HotRedis
 
 WORKERS_KEY = "sc:workers"
 HEARTBEAT_TTL_S = 30.0
@@ -33,7 +32,7 @@ class Heartbeat:
 
 
 class Scheduler:
-    def __init__(self, *, redis: aioredis.Redis, max_batches: int = 64) -> None:
+    def __init__(self, *, redis: HotRedis, max_batches: int = 64) -> None:
         self.redis = redis
         self.max_batches = max_batches
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
+
+from stratacrawl.hot.client import HotRedis
 
 LUA = Path(__file__).parent / "lua"
 
@@ -16,6 +17,6 @@ def source(name: str) -> str:
     return (LUA / f"{name}.lua").read_text()
 
 
-def script(client: aioredis.Redis, name: str) -> AsyncScript:
+def script(client: HotRedis, name: str) -> AsyncScript:
     """A registered script (EVALSHA with a fallback to EVAL on NOSCRIPT)."""
     return client.register_script(source(name))

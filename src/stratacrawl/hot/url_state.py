@@ -12,14 +12,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
+from stratacrawl.hot.client import HotRedis, is_cluster
 from stratacrawl.hot.scripts import script
 
 FIELDS = ("lc", "h", "la", "et", "lm", "ch", "st")
 
 
 CALL_KEYS = 1000  # URLs per script call: Redis runs one call at a time (~1 ms for 1,000)
+
+
+Fields = Mapping[str, str | int | float | None]
 
 
 def key(fp: str) -> str:
@@ -45,12 +49,28 @@ def _decode(values: Sequence[bytes | str | None]) -> HotURL | None:
                   int(st) if st else None)
 
 
+def _call(chunk: Sequence[tuple[str, Fields | None]], stamp: str) -> tuple[list[str], list]:
+    """KEYS and ARGV of one ``url_state.lua`` call (re-references, ``None``, first)."""
+    keys: list[str] = []
+    args: list = [0, stamp]
+    for fp, fields in chunk:
+        keys.append(key(fp))
+        if fields is None:
+            args[0] += 1
+            continue
+        flat = [x for kv in fields.items() if kv[1] is not None for x in kv]
+        args.append(len(flat) // 2)
+        args += flat
+    return keys, args
+
+
 class HotURLState:
     """Read, promote and write hot URL state in pipelines."""
 
-    def __init__(self, *, redis: aioredis.Redis) -> None:
+    def __init__(self, *, redis: HotRedis) -> None:
         self.redis = redis
         self._record = script(redis, "url_state")
+        self._loaded = False
 
     async def get_many(self, fps: Sequence[str]) -> list[HotURL | None]:
         if not fps:
@@ -64,28 +84,44 @@ class HotURLState:
         return [_decode(r) for r in rows]
 
     async def record(self, touched: Sequence[str],
-                     entries: Mapping[str, Mapping[str, str | int | float | None]],
-                     now: float | None = None) -> None:
+                     entries: Mapping[str, Fields], now: float | None = None) -> None:
         """Re-references of ``touched`` (one more hit, accessed now) and promotions or
         updates of ``entries`` (fields as in ``FIELDS``; ``None`` skipped): one script call
-        per ``CALL_KEYS`` URLs. The keys span hash slots: a single Redis (or a proxy that
-        routes by key), not a Redis Cluster."""
+        per ``CALL_KEYS`` URLs on a single Redis; on a cluster, where a script may only
+        touch keys of one slot, one call per slot, pipelined to every node at once."""
         if not touched and not entries:
             return
         stamp = f"{now or time.time():.3f}"
         work = [(fp, None) for fp in touched] + list(entries.items())
+        if is_cluster(self.redis):
+            await self._record_cluster(work, stamp)
+            return
         for i in range(0, len(work), CALL_KEYS):
-            chunk = work[i:i + CALL_KEYS]
-            keys, args = [], [0, stamp]
-            for fp, fields in chunk:
-                keys.append(key(fp))
-                if fields is None:
-                    args[0] += 1  # re-references come first in every chunk
-                    continue
-                flat = [x for kv in fields.items() if kv[1] is not None for x in kv]
-                args.append(len(flat) // 2)
-                args += flat
-            await self._record(keys=keys, args=args)
+            await self._record(*_call(work[i:i + CALL_KEYS], stamp))
 
-    async def put_many(self, entries: Mapping[str, Mapping[str, str | int | float | None]]) -> None:
+    async def _record_cluster(self, work: list[tuple[str, Fields | None]], stamp: str) -> None:
+        slots: dict[int, list[tuple[str, Fields | None]]] = {}
+        for item in work:  # re-references stay first within each slot's call
+            slots.setdefault(self.redis.keyslot(key(item[0])), []).append(item)
+        if not self._loaded:  # on every primary, before the first call
+            await self.redis.script_load(self._record.script)
+            self._loaded = True
+        for attempt in (1, 2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for chunk in slots.values():
+                    keys, args = _call(chunk, stamp)
+                    # (EVALSHA through execute_command: redis-py blocks the pipeline method
+                    # name for clusters, but routes the command by its first key)
+                    pipe.execute_command("EVALSHA", self._record.sha, len(keys), *keys, *args)
+                try:
+                    await pipe.execute()
+                    return
+                except NoScriptError:  # a node restarted or joined since: load, call again
+                    # (calls that went through count their re-references twice; hits are
+                    # an approximate frequency)
+                    if attempt == 2:
+                        raise
+                    await self.redis.script_load(self._record.script)
+
+    async def put_many(self, entries: Mapping[str, Fields]) -> None:
         await self.record([], entries)

@@ -13,9 +13,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import redis.asyncio as aioredis
-
 from stratacrawl.fetch.result import FetchResult
+from stratacrawl.hot.client import HotRedis
 
 BUCKETS_MS = (50, 100, 250, 500, 1000, 2000, 3500, 5000, 10000, 30000)
 KEEP_S = 7200
@@ -92,7 +91,7 @@ class Window:
 class LiveMetrics:
     """Writes (per batch) and reads (per window) the live counters and traces."""
 
-    def __init__(self, *, redis: aioredis.Redis) -> None:
+    def __init__(self, *, redis: HotRedis) -> None:
         self.redis = redis
 
     async def record_batch(self, source_id: str, worker: str,

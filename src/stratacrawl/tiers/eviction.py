@@ -8,13 +8,14 @@ bounded by construction (ready windows, the Bloom filter)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.hot.client import HotRedis, scan_keys, used_memory_bytes
 from stratacrawl.hot.url_state import key as hot_key
 
 PREFIX = "sc:u:"
@@ -44,24 +45,23 @@ def score(hits: int, last_access: float, now: float) -> float:
     return hits / math.sqrt(max(now - last_access, 1.0))
 
 
-async def used_mb(redis: aioredis.Redis) -> float:
-    info = await redis.info("memory")
-    return float(info["used_memory"]) / 1e6
+async def used_mb(redis: HotRedis) -> float:
+    return await used_memory_bytes(redis) / 1e6
 
 
-async def _sample(redis: aioredis.Redis, n: int) -> list[str]:
-    """About ``n`` hot URL keys from a random point of the keyspace."""
+async def _sample(redis: HotRedis, n: int) -> list[str]:
+    """About ``n`` hot URL keys (the first the keyspace scan meets)."""
     keys: list[str] = []
-    cursor = 0
-    while len(keys) < n:
-        cursor, batch = await redis.scan(cursor=cursor, match=PREFIX + "*", count=max(n, 1000))
-        keys += [k.decode() if isinstance(k, bytes) else k for k in batch]
-        if cursor == 0:
-            break
-    return keys[:n]
+    scan = scan_keys(redis, PREFIX + "*", max(n, 1000))
+    async with contextlib.aclosing(scan):
+        async for k in scan:
+            keys.append(k)
+            if len(keys) >= n:
+                break
+    return keys
 
 
-async def evict_hot(redis: aioredis.Redis, pool: AsyncConnectionPool, *, budget_mb: float,
+async def evict_hot(redis: HotRedis, pool: AsyncConnectionPool, *, budget_mb: float,
                     sample: int = 5000, share: float = 0.25, max_rounds: int = 50,
                     now: float | None = None) -> EvictStats:
     """Evict until used memory is under ``budget_mb`` (or nothing evictable is left)."""

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import redis.asyncio as aioredis
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.hot.client import HotRedis, scan_keys
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import PREFIX, write_access
 from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
@@ -45,30 +45,34 @@ class SinkReport:
     steps: dict[str, float] = field(default_factory=dict)   # step → seconds
 
 
-async def write_back_access(redis: aioredis.Redis, pool: AsyncConnectionPool,
+async def write_back_access(redis: HotRedis, pool: AsyncConnectionPool,
                             batch: int = 5000) -> int:
     """Hot hits and last access → cold ``url_state`` (so sinking judges by real use)."""
     total = 0
-    cursor = 0
-    while True:
-        cursor, keys = await redis.scan(cursor=cursor, match=PREFIX + "*", count=batch)
-        if keys:
-            async with redis.pipeline(transaction=False) as pipe:
-                for k in keys:
-                    pipe.hmget(k, "h", "la")
-                rows = await pipe.execute()
-            fps, hits, las = [], [], []
-            for k, (h, la) in zip(keys, rows, strict=True):
-                if la is None:
-                    continue
-                name = k.decode() if isinstance(k, bytes) else k
-                fps.append(name[len(PREFIX):])
-                hits.append(int(h or 0))
-                las.append(float(la))
-            if fps:
-                total += await write_access(pool, fps, hits, las)
-        if cursor == 0:
-            return total
+    keys: list[str] = []
+    async for k in scan_keys(redis, PREFIX + "*", batch):
+        keys.append(k)
+        if len(keys) >= batch:
+            total += await _write_back(redis, pool, keys)
+            keys = []
+    return total + await _write_back(redis, pool, keys)
+
+
+async def _write_back(redis: HotRedis, pool: AsyncConnectionPool, keys: list[str]) -> int:
+    if not keys:
+        return 0
+    async with redis.pipeline(transaction=False) as pipe:
+        for k in keys:
+            pipe.hmget(k, "h", "la")
+        rows = await pipe.execute()
+    fps, hits, las = [], [], []
+    for k, (h, la) in zip(keys, rows, strict=True):
+        if la is None:
+            continue
+        fps.append(k[len(PREFIX):])
+        hits.append(int(h or 0))
+        las.append(float(la))
+    return await write_access(pool, fps, hits, las) if fps else 0
 
 
 async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: IndexLayout,
@@ -167,7 +171,7 @@ async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_
     return dropped, copied
 
 
-async def sink(*, redis: aioredis.Redis, es: AsyncElasticsearch, pool: AsyncConnectionPool,
+async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnectionPool,
                layout: IndexLayout, warm_retention: timedelta, staging_days: int,
                snapshot_sources: list[str], now: datetime | None = None) -> SinkReport:
     """The nightly run; see the module docstring."""

@@ -11,7 +11,7 @@ import pytest
 import zstandard
 
 from stratacrawl.components import Components
-from stratacrawl.crawl import crawl
+from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.frontier.links import canonical_link
 from stratacrawl.sim import Behaviour, SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
@@ -64,21 +64,30 @@ async def task_states(c: Components) -> dict[str, tuple[str, str | None]]:
         return {u: (s, e) for u, s, e in await cur.fetchall()}
 
 
-async def test_crawl_stages_every_item_of_the_ground_truth(comps: Components, site) -> None:
-    st, specs = site
-    report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120, flush_s=0.5)
+async def crawl_every_item(c: Components, st: SimulatorThread,
+                            specs: list[SourceSpec]) -> CrawlReport:
+    """Crawl the site until idle; every item of its ground truth staged, none twice."""
+    report = await crawl(c, sources_for(specs), until_idle=True, seconds=120, flush_s=0.5)
     truth = st.sim.truth()
-    staged = await staged_items(comps)
+    staged = await staged_items(c)
     for spec in specs:
         assert {it["url"] for it in truth[spec.id]} <= staged.get(spec.id, set()), spec.id
-    async with comps.pool.connection() as conn:
+    async with c.pool.connection() as conn:
         dup = await (await conn.execute(
             "SELECT count(*) - count(DISTINCT fetch_key) FROM staging")).fetchone()
+    assert dup == (0,)
+    assert report.writer is not None and report.writer.spooled == 0
+    return report
+
+
+async def test_crawl_stages_every_item_of_the_ground_truth(comps: Components, site) -> None:
+    st, specs = site
+    report = await crawl_every_item(comps, st, specs)
+    async with comps.pool.connection() as conn:
         lists = await (await conn.execute(
             "SELECT count(*) FROM staging WHERE kind IN ('seed', 'list', 'sitemap') "
             "AND discovered_at IS NULL")).fetchone()
-    assert dup == (0,) and lists == (0,)
-    assert report.writer is not None and report.writer.spooled == 0
+    assert lists == (0,)
     # The session-guarded source worked through its cookie check.
     guarded = next(s for s in specs if s.behaviour.require_session)
     assert report.sources[guarded.id].ok > 0
