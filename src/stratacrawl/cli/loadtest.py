@@ -31,6 +31,9 @@ def loadtest_cmd(
         "processes", help="processes: `stratacrawl crawl` processes; prefect: a Prefect "
         "server, a process work pool, one Prefect worker per host running the fetch "
         "deployment, and the cleaning deployment beside them."),
+    redis_cluster: int = typer.Option(
+        0, min=0, max=16, help="Run the hot tier on an embedded Redis Cluster of this many "
+        "nodes (0: the configured or embedded single Redis)."),
     out: Path | None = typer.Option(None, help="Report folder (default: <state>/loadtest/<time>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
@@ -39,10 +42,10 @@ def loadtest_cmd(
     a Markdown report and a PNG chart land in the report folder."""
     cfg = LoadTestConfig(workers=workers, sources=sources, minutes=minutes, rate=rate,
                          max_batches=max_batches, kill_at=0.5 if kill else None,
-                         via=via.value)
+                         via=via.value, redis_cluster=redis_cluster)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = out or settings().state_path / "loadtest" / stamp
-    with scratch_runtime("loadtest", LOADTEST_REDIS_DB) as rt:
+    with scratch_runtime("loadtest", LOADTEST_REDIS_DB, redis_cluster=redis_cluster) as rt:
         result = run_loadtest(rt, cfg, folder)
     md, png = write_report(result, folder)
     if api := publish_artifact(md):

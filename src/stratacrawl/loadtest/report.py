@@ -67,6 +67,9 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
          "cleaning as a `cleaning` flow run on a worker of its own." if cfg.via == "prefect"
          else "Workers: `stratacrawl crawl` processes; cleaning: `stratacrawl clean --follow`."),
         "",
+        (f"Hot tier: a Redis Cluster of {cfg.redis_cluster} nodes." if cfg.redis_cluster
+         else "Hot tier: one Redis."),
+        "",
         "| figure | ours | seed 002 | target |",
         "|---|---|---|---|",
         f"| pages/s fetched and staged | {f['loadtest_pages_per_s']:,} | {seed['pages_per_s']:,} "
@@ -79,7 +82,11 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
         f"| duplicate fetches | {f['loadtest_duplicate_fetches']} | | 0 |",
         f"| rate violations (source-seconds over the limit) | {f['loadtest_rate_violations']} "
         "| | 0 |",
+        f"| of them in a second the simulator's own loop stalled ≥ 100 ms (stamped late) "
+        f"| {f['rate_violations_in_sim_stalls']} | | |",
         f"| peak arrivals / limit, any source-second | {f['loadtest_peak_rate_ratio']} | | |",
+        f"| simulator loop lag: max ms, seconds ≥ 100 ms | {f['sim_loop_lag_max_ms']}, "
+        f"{f['sim_seconds_stalled']} | | |",
         "",
         f"Staged {f['staging_rows']:,} pages, {f['records']:,} records cleaned during the run "
         f"and the drain; the largest staging backlog was {f['max_uncleaned']:,} pages, "

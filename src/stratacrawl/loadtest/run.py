@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
             "transport-error")
 VIAS = ("processes", "prefect")  # how workers run: crawl processes, or Prefect flow runs
+SIM_STALL_MS = 100.0  # a simulator second whose loop ran this late stamped arrivals late
 SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
                 "p99_latency_ms": 3500}
 
@@ -68,6 +69,7 @@ class LoadTestConfig:
     drain_limit_s: float = 300.0   # how long cleaning may catch up after the run
     first_host: int = 10
     via: str = "processes"         # or "prefect": workers of a Prefect process work pool
+    redis_cluster: int = 0         # nodes of the Redis Cluster the hot tier ran on (0: one)
 
     def __post_init__(self) -> None:
         if self.via not in VIAS:
@@ -104,6 +106,7 @@ class LoadTestResult:
     killed: dict[str, Any] = field(default_factory=dict)
     flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
     killed_at: float | None = None  # wall-clock time of the kill
+    sim_lag_ms: dict[int, float] = field(default_factory=dict)  # second -> simulator loop lag
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -124,13 +127,17 @@ def _sample_tiers(conn: psycopg.Connection[Any]) -> tuple[int, int, int, int]:
     return int(backlog), int(staged), int(uncleaned), int(records)
 
 
-def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]]) -> None:
-    """Per source, requests that arrived in each second (the simulator keeps 10 minutes)."""
+def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]],
+                  lag_ms: dict[int, float]) -> None:
+    """Per source, requests that arrived in each second, and the simulator's worst loop
+    lag in each second (it keeps 10 minutes of both)."""
     with httpx.Client(timeout=30) as client:
         for s in sim.sources:
             stats = client.get(s["url"] + "/_sim/stats").json()
             for sec, n in stats["per_second"].items():
                 into[stats["source"]][int(sec)] = max(into[stats["source"]].get(int(sec), 0), n)
+            for sec, ms in stats.get("loop_lag_ms", {}).items():
+                lag_ms[int(sec)] = max(lag_ms.get(int(sec), 0.0), float(ms))
 
 
 def _write_sources(cfg: LoadTestConfig, sim: SimulatorProcess, epoch: datetime,
@@ -218,7 +225,7 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
                            int(w.latest().get("landed", 0)) for w in workers},
                 backlog, staged, uncleaned, records))
             if now >= next_sim:
-                _sim_arrivals(sim, arrivals)
+                _sim_arrivals(sim, arrivals, result.sim_lag_ms)
                 next_sim = now + 60
             if kill_at is not None and now >= kill_at and workers[0].latest().get("landed"):
                 result.killed = _kill(conn, workers[0], now - t0)
@@ -231,7 +238,7 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
         fetch_seconds = time.monotonic() - t0
         for w in workers:
             w.wait(60)
-        _sim_arrivals(sim, arrivals)
+        _sim_arrivals(sim, arrivals, result.sim_lag_ms)
         drain = _drain(conn, clean, cfg.drain_limit_s)
         clean.wait(5)
         result.seconds = fetch_seconds
@@ -317,8 +324,13 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
     rates = {e["id"]: float(e["rate"]) for e in yaml.safe_load(sources.read_text())["sources"]}
     # A second holds at most ``rate`` turns (turns are >= 1/rate apart); one more is allowed
     # for a request whose turn was at the end of the previous second and that arrived late.
-    violations = sum(1 for sid, per in arrivals.items() for n in per.values()
-                     if n > math.floor(rates.get(sid, math.inf)) + 1)
+    over = [(sid, sec) for sid, per in arrivals.items() for sec, n in per.items()
+            if n > math.floor(rates.get(sid, math.inf)) + 1]
+    violations = len(over)
+    # Arrivals are stamped when the simulator's handler runs: after a stall of its own
+    # loop, requests that came during it are stamped in one second.
+    lag = result.sim_lag_ms
+    in_sim_stalls = sum(1 for _, sec in over if lag.get(sec, 0.0) >= SIM_STALL_MS)
     peak = max((n / rates.get(sid, math.inf) for sid, per in arrivals.items()
                 for n in per.values()), default=0.0)
     killed = result.killed
@@ -359,6 +371,9 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         if fetched > injected else None,
         "loadtest_duplicate_fetches": int(dup),
         "loadtest_rate_violations": violations,
+        "rate_violations_in_sim_stalls": in_sim_stalls,
+        "sim_loop_lag_max_ms": max(lag.values(), default=0.0),
+        "sim_seconds_stalled": sum(1 for v in lag.values() if v >= SIM_STALL_MS),
         "loadtest_peak_rate_ratio": round(peak, 3),
         "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
         "pages_landed": total_landed, "staging_rows": int(staged_in_run),

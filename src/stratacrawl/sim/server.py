@@ -131,13 +131,57 @@ def big_body() -> bytes:
     return b"<html><body>" + b"x" * BIG_BYTES + b"</body></html>"
 
 
+class LoopWatch:
+    """How late the simulator's event loop runs, as the worst lag in each wall-clock
+    second. Arrivals are stamped when a handler runs: in a second after a stall, requests
+    that arrived during it are stamped together, so a reader of the per-second counts
+    needs to know when the stamping itself was late."""
+
+    EVERY_S = 0.02
+    KEEP_S = 3700
+
+    def __init__(self) -> None:
+        self.per_second: dict[int, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            due = time.monotonic() + self.EVERY_S
+            await asyncio.sleep(self.EVERY_S)
+            self.record(time.time(), time.monotonic() - due)
+
+    def record(self, at: float, lag_s: float) -> None:
+        second = int(at)
+        if lag_s > self.per_second.get(second, 0.0):
+            self.per_second[second] = lag_s
+            if len(self.per_second) > self.KEEP_S:
+                for old in sorted(self.per_second)[:100]:
+                    del self.per_second[old]
+
+    def recent_ms(self, seconds: int = 600, above_ms: float = 5.0) -> dict[str, float]:
+        """Seconds (of the last ``seconds``) whose worst lag passed ``above_ms``."""
+        floor = int(time.time()) - seconds
+        return {str(k): round(v * 1000, 1) for k, v in sorted(self.per_second.items())
+                if k >= floor and v * 1000 > above_ms}
+
+
 class SourceServer:
     """The state and request handler of one source."""
 
-    def __init__(self, spec: SourceSpec, clock: Clock, cache: ResponseCache) -> None:
+    def __init__(self, spec: SourceSpec, clock: Clock, cache: ResponseCache,
+                 watch: LoopWatch | None = None) -> None:
         self.spec = spec
         self.clock = clock
         self.cache = cache
+        self.watch = watch or LoopWatch()
         self.rng = random.Random(f"behaviour:{spec.seed}:{spec.id}")
         self.per_second: dict[int, int] = defaultdict(int)
         self.counts: dict[str, int] = defaultdict(int)
@@ -301,7 +345,8 @@ class SourceServer:
         return {"source": self.spec.id, "counts": dict(self.counts), "peak_per_second": peak,
                 "seconds_over_limit": sum(1 for v in self.per_second.values()
                                           if limit is not None and v > limit),
-                "per_second": {str(k): v for k, v in sorted(self.per_second.items())[-600:]}}
+                "per_second": {str(k): v for k, v in sorted(self.per_second.items())[-600:]},
+                "loop_lag_ms": self.watch.recent_ms()}
 
 
 def _int(text: str | None, default: int) -> int:
@@ -320,7 +365,8 @@ class Simulator:
         self.offset = timedelta(0)
         self._clock = clock or (lambda: datetime.now(UTC))
         self.cache = ResponseCache(cache_bytes)
-        self.servers = {s.id: SourceServer(s, self.now, self.cache) for s in specs}
+        self.watch = LoopWatch()
+        self.servers = {s.id: SourceServer(s, self.now, self.cache, self.watch) for s in specs}
         self._runners: list[web.AppRunner] = []
 
     def now(self) -> datetime:
@@ -332,6 +378,7 @@ class Simulator:
 
     async def start(self) -> list[SourceSpec]:
         tune_gc()  # a full collection pausing the loop would bunch the arrivals it stamps
+        self.watch.start()
         for spec in self.specs:
             app = web.Application(client_max_size=2**20)
             app.router.add_route("*", "/{tail:.*}", self.servers[spec.id].handle)
@@ -348,6 +395,7 @@ class Simulator:
         return self.specs
 
     async def stop(self) -> None:
+        self.watch.stop()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

@@ -243,3 +243,18 @@ def test_duplicate_urls_serve_the_same_item(site) -> None:
             "/article/6", "/article/6?utm_source=x&utm_medium=y", "/article/6;jsessionid=ABC123",
             "/article/6/index.html")}
     assert len(bodies) == 1
+
+
+def test_stats_report_the_seconds_its_own_loop_stalled(site) -> None:
+    """A stall of the simulator's loop stamps the requests that came during it late; its
+    stats say which seconds that was (the load test reads them beside the arrivals)."""
+    st, specs = site
+    url = f"http://{specs[0].host}:{specs[0].port}/_sim/stats"
+    before = httpx.get(url).json()["loop_lag_ms"]
+    assert all(ms < 250 for ms in before.values())
+    st.loop.call_soon_threadsafe(time.sleep, 0.4)   # a handler that holds the loop
+    time.sleep(0.6)
+    after = httpx.get(url).json()["loop_lag_ms"]
+    stalled = {int(k): v for k, v in after.items() if v >= 300}
+    assert len(stalled) == 1, after
+    assert abs(next(iter(stalled)) - time.time()) < 5
