@@ -201,10 +201,15 @@ class Ledger:
     async def reclaim_expired(self) -> list[tuple[str, int]]:
         """Expired leases go back to PENDING; returns (source, id) of each reclaimed task."""
         async with self.pool.connection() as conn:
+            # SKIP LOCKED: every worker reclaims at the same moment (a dead worker's
+            # leases expire together); two plain UPDATEs locking the same rows in
+            # different orders deadlocked, and PostgreSQL aborted one of them.
             cur = await conn.execute(
-                "UPDATE tasks SET state = 'PENDING', lease_owner = NULL, lease_expires_at = NULL, "
-                "last_error = 'lease expired', updated_at = now() WHERE state IN ('LEASED', "
-                "'FETCHING') AND lease_expires_at < now() RETURNING source_id, id")
+                "WITH expired AS (SELECT id FROM tasks WHERE state IN ('LEASED', 'FETCHING') "
+                "AND lease_expires_at < now() FOR UPDATE SKIP LOCKED) "
+                "UPDATE tasks t SET state = 'PENDING', lease_owner = NULL, "
+                "lease_expires_at = NULL, last_error = 'lease expired', updated_at = now() "
+                "FROM expired WHERE t.id = expired.id RETURNING t.source_id, t.id")
             rows = await cur.fetchall()
         return [(str(s), int(i)) for s, i in rows]
 

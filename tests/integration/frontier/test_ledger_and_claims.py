@@ -72,6 +72,22 @@ async def test_completion_is_guarded_by_the_lease(comps: Components) -> None:
     assert await state_counts(comps) == {"SUCCEEDED": 5}
 
 
+async def test_workers_reclaiming_at_once_share_the_expired_leases(comps: Components) -> None:
+    """A dead worker's leases expire together and every live worker reclaims at once:
+    each expired task goes back to PENDING exactly once, none of them waits on another's
+    row locks (SKIP LOCKED) — the plain UPDATE deadlocked in the load test."""
+    await comps.frontier.add(tasks(3000))
+    leased = len((await comps.frontier.claim("s1", 3000, "dead")).tasks)
+    assert leased >= 1000
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s'")
+        await conn.commit()
+    rounds = await asyncio.gather(*(comps.ledger.reclaim_expired() for _ in range(6)))
+    ids = [i for got in rounds for _, i in got]
+    assert len(ids) == len(set(ids)) == leased
+    assert await state_counts(comps) == {"PENDING": 3000}
+
+
 async def _expires(c: Components, ids: list[int]) -> list[float]:
     async with c.pool.connection() as conn:
         cur = await conn.execute("SELECT extract(epoch FROM lease_expires_at - now()) FROM tasks "
