@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import time
 
 log = logging.getLogger(__name__)
 YOUNG_THRESHOLD = 50_000
@@ -31,3 +32,37 @@ def tune_gc(young: int = YOUNG_THRESHOLD) -> tuple[int, int, int]:
     log.debug("gc: %d start-up objects frozen, young threshold %d", gc.get_freeze_count(),
               young)
     return gc.get_threshold()
+
+
+class GcPauses:
+    """Time spent in each generation's collections (``gc.callbacks``), for a process to
+    report beside its loop lag: a full collection stops the event loop for its length."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.total_s = [0.0, 0.0, 0.0]
+        self.max_s = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        gen, took = info["generation"], time.perf_counter() - self._started
+        self.count[gen] += 1
+        self.total_s[gen] += took
+        self.max_s[gen] = max(self.max_s[gen], took)
+
+    def install(self) -> GcPauses:
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
+        return self
+
+    def uninstall(self) -> None:
+        if self in gc.callbacks:
+            gc.callbacks.remove(self)
+
+    def to_json(self) -> dict[str, list[float]]:
+        return {"count": list(self.count),
+                "total_ms": [round(t * 1000, 1) for t in self.total_s],
+                "max_ms": [round(t * 1000, 1) for t in self.max_s]}

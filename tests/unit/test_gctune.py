@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from stratacrawl.gctune import YOUNG_THRESHOLD, tune_gc
+from stratacrawl.gctune import YOUNG_THRESHOLD, GcPauses, tune_gc
 
 pytestmark = pytest.mark.unit
 
@@ -25,3 +25,18 @@ def test_tuned_once_young_threshold_raised_start_up_frozen() -> None:
         gc.set_threshold(*saved)
         gc.unfreeze()
         tune_gc.cache_clear()
+
+
+def test_gc_pauses_time_each_generation() -> None:
+    pauses = GcPauses().install()
+    try:
+        gc.collect(2)
+        gc.collect(0)
+    finally:
+        pauses.uninstall()
+    assert pauses.count[2] >= 1 and pauses.count[0] >= 1
+    assert pauses.max_s[2] > 0 and pauses.total_s[2] >= pauses.max_s[2]
+    assert pauses not in gc.callbacks
+    before = list(pauses.count)
+    gc.collect(2)  # no longer counted
+    assert pauses.to_json()["count"] == before

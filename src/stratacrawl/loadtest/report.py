@@ -56,6 +56,12 @@ def chart(result: LoadTestResult, path: Path) -> Path:
     return path
 
 
+def _gc(pauses: dict[str, list[float]]) -> str:
+    if not pauses:
+        return "not reported"
+    return f"{int(pauses['count'][2])}, {pauses['max_ms'][2]}"
+
+
 def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") -> str:
     f, cfg = result.figures, result.config
     seed = f["seed"]
@@ -87,6 +93,7 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
         f"| peak arrivals / limit, any source-second | {f['loadtest_peak_rate_ratio']} | | |",
         f"| simulator loop lag: max ms, seconds ≥ 100 ms | {f['sim_loop_lag_max_ms']}, "
         f"{f['sim_seconds_stalled']} | | |",
+        f"| simulator full collections: count, max ms | {_gc(f['sim_gc'])} | | |",
         "",
         f"Staged {f['staging_rows']:,} pages, {f['records']:,} records cleaned during the run "
         f"and the drain; the largest staging backlog was {f['max_uncleaned']:,} pages, "
@@ -122,7 +129,7 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
               "|---|---|---|"]
     for name, p in result.processes.items():
         lines.append(f"| {name} | {p['cpu_percent']} | {p['peak_rss_mb']} |")
-    lines += ["", f"Failure reasons: {f['reasons']}", ""]
+    lines += ["", f"Fetch outcomes by reason (workers that reported): {f['reasons']}", ""]
     if chart_name:
         lines += [f"![throughput and backlog]({chart_name})", ""]
     return "\n".join(lines)

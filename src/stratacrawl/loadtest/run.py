@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
             "transport-error")
 VIAS = ("processes", "prefect")  # how workers run: crawl processes, or Prefect flow runs
+# How long a worker may take, after its fetching time, to print its final report (its
+# last flushes and the demotion of what it committed): a minute was not always enough
+# on 2 cores, and a worker stopped before it loses its success and latency figures.
+FINAL_WAIT_S = 180.0
 SIM_STALL_MS = 100.0  # a simulator second whose loop ran this late stamped arrivals late
 SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
                 "p99_latency_ms": 3500}
@@ -107,6 +111,7 @@ class LoadTestResult:
     flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
     killed_at: float | None = None  # wall-clock time of the kill
     sim_lag_ms: dict[int, float] = field(default_factory=dict)  # second -> simulator loop lag
+    sim_gc: dict[str, list[float]] = field(default_factory=dict)  # its GcPauses
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -128,12 +133,14 @@ def _sample_tiers(conn: psycopg.Connection[Any]) -> tuple[int, int, int, int]:
 
 
 def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]],
-                  lag_ms: dict[int, float]) -> None:
+                  result: LoadTestResult) -> None:
     """Per source, requests that arrived in each second, and the simulator's worst loop
-    lag in each second (it keeps 10 minutes of both)."""
+    lag in each second (it keeps 10 minutes of both) and its collections so far."""
+    lag_ms = result.sim_lag_ms
     with httpx.Client(timeout=30) as client:
         for s in sim.sources:
             stats = client.get(s["url"] + "/_sim/stats").json()
+            result.sim_gc = stats.get("gc", {})
             for sec, n in stats["per_second"].items():
                 into[stats["source"]][int(sec)] = max(into[stats["source"]].get(int(sec), 0), n)
             for sec, ms in stats.get("loop_lag_ms", {}).items():
@@ -225,7 +232,7 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
                            int(w.latest().get("landed", 0)) for w in workers},
                 backlog, staged, uncleaned, records))
             if now >= next_sim:
-                _sim_arrivals(sim, arrivals, result.sim_lag_ms)
+                _sim_arrivals(sim, arrivals, result)
                 next_sim = now + 60
             if kill_at is not None and now >= kill_at and workers[0].latest().get("landed"):
                 result.killed = _kill(conn, workers[0], now - t0)
@@ -237,8 +244,8 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
                 break
         fetch_seconds = time.monotonic() - t0
         for w in workers:
-            w.wait(60)
-        _sim_arrivals(sim, arrivals, result.sim_lag_ms)
+            w.wait(FINAL_WAIT_S)
+        _sim_arrivals(sim, arrivals, result)
         drain = _drain(conn, clean, cfg.drain_limit_s)
         clean.wait(5)
         result.seconds = fetch_seconds
@@ -374,6 +381,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         "rate_violations_in_sim_stalls": in_sim_stalls,
         "sim_loop_lag_max_ms": max(lag.values(), default=0.0),
         "sim_seconds_stalled": sum(1 for v in lag.values() if v >= SIM_STALL_MS),
+        "sim_gc": result.sim_gc,
         "loadtest_peak_rate_ratio": round(peak, 3),
         "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
         "pages_landed": total_landed, "staging_rows": int(staged_in_run),

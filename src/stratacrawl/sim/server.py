@@ -27,7 +27,7 @@ from typing import Any
 import brotli
 from aiohttp import web
 
-from stratacrawl.gctune import tune_gc
+from stratacrawl.gctune import GcPauses, tune_gc
 from stratacrawl.sim import content, render
 from stratacrawl.sim.spec import SourceSpec
 
@@ -142,12 +142,15 @@ class LoopWatch:
 
     def __init__(self) -> None:
         self.per_second: dict[int, float] = {}
+        self.gc = GcPauses()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self.gc.install()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop(self) -> None:
+        self.gc.uninstall()
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -346,7 +349,7 @@ class SourceServer:
                 "seconds_over_limit": sum(1 for v in self.per_second.values()
                                           if limit is not None and v > limit),
                 "per_second": {str(k): v for k, v in sorted(self.per_second.items())[-600:]},
-                "loop_lag_ms": self.watch.recent_ms()}
+                "loop_lag_ms": self.watch.recent_ms(), "gc": self.watch.gc.to_json()}
 
 
 def _int(text: str | None, default: int) -> int:
