@@ -28,9 +28,12 @@ class RedisConnection(Block):
     _documentation_url = _DOCS  # type: ignore[assignment]
 
     url: SecretStr = Field(description="Redis URL, e.g. redis://host:6379/0 (may hold a password).")
+    cluster: bool = Field(default=False,
+                          description="The URL is a node of a Redis Cluster (keys spread "
+                                      "over its slots).")
 
     def settings_overrides(self) -> dict[str, Any]:
-        return {"redis_url": self.url.get_secret_value()}
+        return {"redis_url": self.url.get_secret_value(), "redis_cluster": self.cluster}
 
 
 class ElasticsearchConnection(Block):

@@ -22,9 +22,13 @@ from deployments import automations
 def register() -> list[str]:
     env = os.environ
     saved = []
-    plain = env.get("STRATACRAWL_ES_PLAIN_JSON", "false").lower() in {"1", "true", "yes"}
+    def flag(var: str) -> bool:
+        return env.get(var, "false").lower() in {"1", "true", "yes"}
+
+    plain = flag("STRATACRAWL_ES_PLAIN_JSON")
     pairs = [
-        ("stratacrawl-redis", "STRATACRAWL_REDIS_URL", lambda u: RedisConnection(url=u)),
+        ("stratacrawl-redis", "STRATACRAWL_REDIS_URL",
+         lambda u: RedisConnection(url=u, cluster=flag("STRATACRAWL_REDIS_CLUSTER"))),
         ("stratacrawl-elasticsearch", "STRATACRAWL_ELASTICSEARCH_URL",
          lambda u: ElasticsearchConnection(url=u, plain_json=plain,
                                            index_prefix=env.get("STRATACRAWL_ES_INDEX_PREFIX", ""))),

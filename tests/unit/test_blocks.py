@@ -21,12 +21,17 @@ class TestAllBlocks(BlockStandardTestSuite):
 
 
 def test_blocks_map_to_settings() -> None:
-    from blocks.connections import ElasticsearchConnection, PostgresConnection
+    from blocks.connections import ElasticsearchConnection, PostgresConnection, RedisConnection
     from stratacrawl.settings import Settings
 
     pg = PostgresConnection(url="postgresql://u:pw@h/db")
     es = ElasticsearchConnection(url="http://es:9200", plain_json=True, index_prefix="p_")
-    s = Settings(**pg.settings_overrides(), **es.settings_overrides())
+    redis = RedisConnection(url="redis://node-1:7000", cluster=True)
+    s = Settings(**pg.settings_overrides(), **es.settings_overrides(),
+                 **redis.settings_overrides())
+    assert s.redis_url == "redis://node-1:7000" and s.redis_cluster is True
+    assert Settings(**RedisConnection(url="redis://r:6379/0").settings_overrides()
+                    ).redis_cluster is False
     assert s.database_url == "postgresql://u:pw@h/db"
     assert s.es_plain_json is True and s.es_index_prefix == "p_"
     assert "pw" not in repr(pg)  # secrets stay secret

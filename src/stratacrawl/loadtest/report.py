@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from stratacrawl.loadtest.run import LoadTestResult, result_json
+from stratacrawl.loadtest.run import SIM_STATS_TIMEOUT_S, LoadTestResult, result_json
 
 log = logging.getLogger(__name__)
 ARTIFACT_KEY = "stratacrawl-loadtest"
@@ -94,6 +94,8 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
         f"| simulator loop lag: max ms, seconds ≥ 100 ms | {f['sim_loop_lag_max_ms']}, "
         f"{f['sim_seconds_stalled']} | | |",
         f"| simulator full collections: count, max ms | {_gc(f['sim_gc'])} | | |",
+        f"| simulator stats requests unanswered within {SIM_STATS_TIMEOUT_S:.0f} s "
+        f"(asked again a minute later) | {f['sim_stats_polls_failed']} | | |",
         "",
         f"Staged {f['staging_rows']:,} pages, {f['records']:,} records cleaned during the run "
         f"and the drain; the largest staging backlog was {f['max_uncleaned']:,} pages, "

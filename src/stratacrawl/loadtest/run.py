@@ -50,6 +50,7 @@ VIAS = ("processes", "prefect")  # how workers run: crawl processes, or Prefect 
 # last flushes and the demotion of what it committed): a minute was not always enough
 # on 2 cores, and a worker stopped before it loses its success and latency figures.
 FINAL_WAIT_S = 180.0
+SIM_STATS_TIMEOUT_S = 30.0
 SIM_STALL_MS = 100.0  # a simulator second whose loop ran this late stamped arrivals late
 SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
                 "p99_latency_ms": 3500}
@@ -112,6 +113,7 @@ class LoadTestResult:
     killed_at: float | None = None  # wall-clock time of the kill
     sim_lag_ms: dict[int, float] = field(default_factory=dict)  # second -> simulator loop lag
     sim_gc: dict[str, list[float]] = field(default_factory=dict)  # its GcPauses
+    sim_polls_failed: int = 0  # stats requests the simulator did not answer in time
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -135,11 +137,18 @@ def _sample_tiers(conn: psycopg.Connection[Any]) -> tuple[int, int, int, int]:
 def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]],
                   result: LoadTestResult) -> None:
     """Per source, requests that arrived in each second, and the simulator's worst loop
-    lag in each second (it keeps 10 minutes of both) and its collections so far."""
+    lag in each second (it keeps 10 minutes of both) and its collections so far. A source
+    that does not answer is asked again at the next poll (a minute later, well within
+    the 10 minutes): a busy simulator must not end the run."""
     lag_ms = result.sim_lag_ms
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=SIM_STATS_TIMEOUT_S) as client:
         for s in sim.sources:
-            stats = client.get(s["url"] + "/_sim/stats").json()
+            try:
+                stats = client.get(s["url"] + "/_sim/stats").json()
+            except (httpx.HTTPError, ValueError) as e:
+                result.sim_polls_failed += 1
+                log.warning("loadtest: simulator stats of %s unavailable (%r)", s["url"], e)
+                continue
             result.sim_gc = stats.get("gc", {})
             for sec, n in stats["per_second"].items():
                 into[stats["source"]][int(sec)] = max(into[stats["source"]].get(int(sec), 0), n)
@@ -381,7 +390,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         "rate_violations_in_sim_stalls": in_sim_stalls,
         "sim_loop_lag_max_ms": max(lag.values(), default=0.0),
         "sim_seconds_stalled": sum(1 for v in lag.values() if v >= SIM_STALL_MS),
-        "sim_gc": result.sim_gc,
+        "sim_gc": result.sim_gc, "sim_stats_polls_failed": result.sim_polls_failed,
         "loadtest_peak_rate_ratio": round(peak, 3),
         "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
         "pages_landed": total_landed, "staging_rows": int(staged_in_run),

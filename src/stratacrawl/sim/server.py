@@ -38,6 +38,7 @@ SESSION_COOKIE = "sim_session"
 ITEM_PREFIX = {"news": "article", "products": "product", "prices": "api/prices"}
 LIST_PREFIX = {"news": "list", "products": "catalog", "prices": None}
 BOMB_BYTES = 256 * 2**20
+HEAVY_BYTES = 256_000  # item pages above this are built and compressed off the event loop
 BIG_BYTES = 50 * 2**20
 
 
@@ -238,25 +239,26 @@ class SourceServer:
             check = web.HTTPFound(location=str(request.rel_url))
             check.set_cookie(SESSION_COOKIE, f"s{self.rng.getrandbits(48):x}", path="/")
             return check
-        resp = self._route(request)
+        resp = await self._route(request)
         self.counts[str(resp.status)] += 1
         return resp
 
     # -- routing ------------------------------------------------------------------------------
-    def _route(self, request: web.Request) -> web.StreamResponse:
+    async def _route(self, request: web.Request) -> web.StreamResponse:
         spec, path, now = self.spec, request.path, self.clock()
         count = content.visible_count(spec, now)
         if path == "/":
-            resp = self._cached(request, ("home",), lambda: render.home_html(spec), "text/html",
-                                None)
+            resp = await self._cached(request, ("home",), lambda: render.home_html(spec),
+                                      "text/html", None)
             if spec.behaviour.require_session and SESSION_COOKIE not in request.cookies:
                 resp.set_cookie(SESSION_COOKIE, f"s{self.rng.getrandbits(48):x}", path="/")
             return resp
         if path == "/robots.txt":
             return web.Response(body=render.robots_txt(spec), content_type="text/plain")
         if path == "/sitemap.xml":
-            return self._cached(request, ("sitemap", count),
-                                lambda: render.sitemap_xml(spec, count), "application/xml", None)
+            return await self._cached(request, ("sitemap", count),
+                                      lambda: render.sitemap_xml(spec, count), "application/xml",
+                                      None)
         redesign = spec.behaviour.redesign
         if (m := _ITEM.match(path)) and m.group(1) == ITEM_PREFIX[spec.kind]:
             k = int(m.group(2))
@@ -264,11 +266,13 @@ class SourceServer:
                 return web.Response(status=404, text="not published")
             modified = content.published_at(spec, k)
             if spec.kind == "prices":
-                return self._cached(request, ("item", k, redesign),
-                                    lambda: render.price_json(spec, k), "application/json",
-                                    modified)
-            return self._cached(request, ("item", k, redesign),
-                                lambda: render.item_html(spec, k, redesign), "text/html", modified)
+                return await self._cached(request, ("item", k, redesign),
+                                          lambda: render.price_json(spec, k), "application/json",
+                                          modified)
+            heavy = content.get_item(spec, k).size_hint > HEAVY_BYTES
+            return await self._cached(request, ("item", k, redesign),
+                                      lambda: render.item_html(spec, k, redesign), "text/html",
+                                      modified, heavy=heavy)
         m = _LIST.match(path)
         if (m and m.group(1) == LIST_PREFIX[spec.kind]) or (
                 path == "/api/prices" and spec.kind == "prices"):
@@ -278,9 +282,9 @@ class SourceServer:
                 return web.Response(status=404, text="no such page")
             json_api = spec.kind == "prices"
             render_page = render.prices_page_json if json_api else render.list_html
-            return self._cached(request, ("list", page, count),
-                                lambda: render_page(spec, page, count) or b"",
-                                "application/json" if json_api else "text/html", newest)
+            return await self._cached(request, ("list", page, count),
+                                      lambda: render_page(spec, page, count) or b"",
+                                      "application/json" if json_api else "text/html", newest)
         if path.startswith("/old/"):
             return web.HTTPMovedPermanently(location="/moved/" + path[len("/old/"):])
         if path.startswith("/moved/"):
@@ -291,8 +295,8 @@ class SourceServer:
             return web.HTTPFound(location="/loop/a")
         if path.startswith("/private/"):
             return web.Response(text="members only", content_type="text/html")
-        if path == "/download/feed.html":
-            return web.Response(body=gzip_bomb(), headers={
+        if path == "/download/feed.html":  # built once, ~1.5 s of CPU: off the loop
+            return web.Response(body=await asyncio.to_thread(gzip_bomb), headers={
                 "Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"})
         if path == "/download/archive.html":  # 50 MB, no compression: the size cap must hold
             return web.Response(body=big_body(), content_type="text/html")
@@ -303,18 +307,27 @@ class SourceServer:
                 "Content-Type": "text/html", "Content-Encoding": "gzip"})
         return web.Response(status=404, text="not found")
 
-    def _cached(self, request: web.Request, key: tuple[Any, ...], make: Callable[[], bytes],
-                ctype: str, modified: datetime | None) -> web.Response:
+    async def _cached(self, request: web.Request, key: tuple[Any, ...],
+                      make: Callable[[], bytes], ctype: str, modified: datetime | None,
+                      heavy: bool = False) -> web.Response:
+        """The page from the cache, or made now; ``heavy`` pages (megabytes) are made and
+        compressed on a thread, so the loop goes on stamping other sources' arrivals."""
         full_key = (self.spec.id, *key)
         page = self.cache.get(full_key)
         if page is None:
-            page = Page(make(), ctype, modified)
+            def build() -> Page:
+                return Page(make(), ctype, modified)
+
+            page = await asyncio.to_thread(build) if heavy else build()
             self.cache.put(full_key, page)
         if page.not_modified(request):
             return web.Response(status=304, headers=page.validators)
         accept = request.headers.get("Accept-Encoding", "")
         enc = "br" if "br" in accept else "gzip" if "gzip" in accept else "identity"
-        body, headers = page.encoded(enc)
+        if heavy and enc not in page.variants:
+            body, headers = await asyncio.to_thread(page.encoded, enc)
+        else:
+            body, headers = page.encoded(enc)
         return web.Response(body=body, headers=headers)
 
     # -- admin --------------------------------------------------------------------------------

@@ -121,13 +121,18 @@ def test_new_items_appear_and_list_pages_change(site) -> None:
     assert len(st.sim.truth()[news.id]) == before + 3
 
 
-def test_conditional_requests_and_compression(site) -> None:
-    _, specs = site
+@pytest.mark.parametrize("oversized", [False, True])
+def test_conditional_requests_and_compression(site, oversized: bool) -> None:
+    """Also for pages of megabytes, which are built and compressed on a thread."""
+    st, specs = site
+    if oversized:
+        st.sim.servers[specs[0].id].control({"oversized_rate": 1.0})
     url = specs[0].base_url + "/article/10"
     raw = httpx.get(url, headers={"Accept-Encoding": "br"})
     assert raw.headers["content-encoding"] == "br"
     identity = httpx.get(url, headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in identity.headers
+    assert (len(identity.content) > 1_000_000) == oversized
     with httpx.Client() as c:
         for enc, decode in (("gzip", gzip.decompress), ("br", brotli.decompress)):
             with c.stream("GET", url, headers={"Accept-Encoding": enc}) as r:
