@@ -6,11 +6,12 @@ import asyncio
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from unittest.mock import patch
 
 import pytest
 
 from stratacrawl.components import Components
-from stratacrawl.crawl import crawl
+from stratacrawl.crawl import crawl, demote_at_end
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.tiers.compensation import compensate
@@ -37,6 +38,23 @@ async def warm_count(c: Components, family: str) -> int:
     await c.es.indices.refresh(index=pattern, ignore_unavailable=True)
     return int((await c.es.count(index=pattern, ignore_unavailable=True,
                                  allow_no_indices=True))["count"])
+
+
+async def test_a_crawl_demotes_at_its_end_only_within_its_budget(comps: Components,
+                                                               site) -> None:
+    """Past the budget what is left stays unsynced in cold for the demotion deployment."""
+    _, specs = site
+    with patch("stratacrawl.crawl.END_DEMOTION_S", 0.0):
+        report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
+                             flush_s=0.3)
+    assert report.fetched > 0 and report.demoted == 0
+    assert await warm_count(comps, "url_dedup") == 0
+    assert await demote_at_end(comps) > 0          # a batch at a time, until none is left
+    assert await demote_at_end(comps) == 0
+    async with comps.pool.connection() as conn:
+        crawled = (await (await conn.execute(
+            "SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL")).fetchone())[0]
+    assert await warm_count(comps, "url_dedup") == crawled > 0
 
 
 async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Components,
