@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.common import publish, runtime
+from stratacrawl.errors import StratacrawlError
 from stratacrawl.sources import load_sources
 
 
@@ -16,4 +17,7 @@ async def submit(source: str, urls: list[str], sources_file: str | None = None) 
     await publish("stratacrawl-submit", f"Urgent URLs for {source}",
                   [f"- queued: {stats.queued}", *(f"- dropped ({k}): {v}"
                                                   for k, v in stats.dropped.items())])
-    return {"queued": stats.queued, "dropped": sum(stats.dropped.values())}
+    if stats.dropped:  # a refused URL fails the run (red in the UI), after the artifact
+        raise StratacrawlError(f"refused {sum(stats.dropped.values())} of {len(urls)} URL(s): "
+                               + ", ".join(f"{k} {v}" for k, v in stats.dropped.items()))
+    return {"queued": stats.queued, "dropped": 0}

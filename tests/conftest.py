@@ -80,15 +80,8 @@ def template_db(tier_endpoints: Endpoints) -> str:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    db.migrate(_with_db(admin, name))
+    db.migrate(db.with_database(admin, name))
     return name
-
-
-def _with_db(url: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture
@@ -98,7 +91,7 @@ def database_url(tier_endpoints: Endpoints, template_db: str) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield _with_db(admin, name)
+    yield db.with_database(admin, name)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -21,8 +21,8 @@ from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.hot.client import HotRedis, check_kind
 from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.redact import redact
 from stratacrawl.runtime import Runtime
-from stratacrawl.services.resolve import redact
 
 
 @dataclass

@@ -13,6 +13,7 @@ import yaml
 from stratacrawl.clean.cleaner import clean_staged
 from stratacrawl.crawl import crawl
 from stratacrawl.inventory import take_inventory
+from stratacrawl.redact import redact
 from stratacrawl.session import open_session
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread, build_specs
@@ -39,8 +40,8 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
         sources = parse_sources(document, str(sources_file))
         async with open_session(settings) as comps:
             ep = comps.runtime.endpoints
-            out(f"tiers: redis {ep.redis_url} · elasticsearch {ep.elasticsearch_url} · "
-                f"postgres {ep.database_url}")
+            out(f"tiers: redis {redact(ep.redis_url)} · elasticsearch "
+                f"{redact(ep.elasticsearch_url)} · postgres {redact(ep.database_url)}")
             report = await crawl(comps, sources, until_idle=True, seconds=300, flush_s=1.0)
             truth = sim.sim.truth()
             lines = [f"crawl: {report.fetched} pages fetched in {report.seconds:.1f} s; "

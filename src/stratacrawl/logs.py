@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import os
 
+from stratacrawl.redact import RedactingFilter
+
 CONTEXT = ("source_id", "task_id", "batch_id", "url_hash", "trace_id", "worker", "latency_ms",
            "status", "error", "alert_id", "rule", "level")
 
@@ -29,5 +31,6 @@ def configure(level: str | None = None) -> None:
         return
     handler = logging.StreamHandler()
     handler.setFormatter(ContextFormatter())
+    handler.addFilter(RedactingFilter())  # no password reaches standard error, whoever logs it
     logger.addHandler(handler)
     logger.setLevel(level or os.environ.get("STRATACRAWL_LOG_LEVEL", "WARNING"))

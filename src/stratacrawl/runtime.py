@@ -19,10 +19,10 @@ from elasticsearch import AsyncElasticsearch
 from redis.exceptions import RedisClusterException
 
 from stratacrawl.cold import db
-from stratacrawl.errors import ConfigError, ServiceUnavailable
+from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
 from stratacrawl.hot.client import HotRedis, check_kind, connect
+from stratacrawl.redact import redact
 from stratacrawl.services import Endpoints
-from stratacrawl.services.resolve import redact
 from stratacrawl.settings import Settings
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
@@ -80,11 +80,21 @@ class Runtime:
                            **kwargs)
 
     async def prepare(self) -> None:
-        """Idempotent start-up: schema migrations, index templates, this week's indices."""
+        """Idempotent start-up: schema migrations, index templates, this week's indices.
+        A tier that does not answer is a :class:`ServiceUnavailable` naming it (one line
+        for the user, not the driver's traceback); a malformed URL a :class:`ConfigError`."""
+        await check_postgres(self)  # before migrating: Alembic's own failure is 150 lines
         await asyncio.to_thread(db.migrate, self.database_url)
-        async with self.es_client() as es:
-            await ensure_templates(es, self.layout)
-            await ensure_week_indices(es, self.layout)
+        try:
+            async with self.es_client() as es:
+                await ensure_templates(es, self.layout)
+                await ensure_week_indices(es, self.layout)
+        except StratacrawlError:
+            raise
+        except Exception as e:  # the client raises many transport types
+            raise ServiceUnavailable("Elasticsearch", redact(self.endpoints.elasticsearch_url),
+                                     str(e).splitlines()[0] if str(e) else type(e).__name__
+                                     ) from None
         log.info("tiers ready: PostgreSQL schema migrated (%s); Elasticsearch templates and "
                  "this week's indices in place (%s)", redact(self.database_url),
                  redact(self.endpoints.elasticsearch_url))

@@ -18,7 +18,8 @@ import yaml
 from lxml import etree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stratacrawl.errors import SourcesError
+from stratacrawl.errors import InvalidURL, SourcesError
+from stratacrawl.urls import canonicalize
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -159,6 +160,20 @@ class Source(_Strict):
 
     _regexes = field_validator("allow", "follow", "items")(_check_regexes)
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_are_urls(cls, v: list[str]) -> list[str]:
+        """Each seed an absolute http(s) URL: refused here, not dropped at crawl time."""
+        bad = []
+        for url in v:
+            try:
+                canonicalize(url)
+            except InvalidURL as e:
+                bad.append(f"{url!r} ({e.reason})")
+        if bad:
+            raise ValueError("not an absolute http(s) URL: " + ", ".join(bad))
+        return v
+
     @field_validator("cadence", "freshness")
     @classmethod
     def _duration(cls, v: str) -> str:
@@ -235,6 +250,8 @@ def parse_sources(data: Any, path: str = "<sources>") -> SourcesFile:
             problems.append(f"{path}: top level: {key}: unknown key (expected only 'sources')")
     if not isinstance(raw, list):
         raise SourcesError(path, [f"{path}: expected a list under 'sources:'"])
+    if not raw:
+        raise SourcesError(path, [f"{path}: sources: the list is empty (nothing to crawl)"])
     sources: list[Source] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(raw):
@@ -261,6 +278,11 @@ def parse_sources(data: Any, path: str = "<sources>") -> SourcesFile:
     return SourcesFile(path=path, sources=sources)
 
 
+def text_line(data: bytes, offset: int) -> int:
+    """The 1-based line of byte ``offset``."""
+    return data.count(b"\n", 0, offset) + 1
+
+
 def load_sources(path: str | Path) -> SourcesFile:
     """Read and validate a sources file."""
     p = Path(path)
@@ -268,6 +290,10 @@ def load_sources(path: str | Path) -> SourcesFile:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise SourcesError(str(p), [f"{p}: cannot read: {e.strerror}"]) from None
+    except UnicodeDecodeError as e:
+        line = text_line(p.read_bytes(), e.start)
+        raise SourcesError(str(p), [f"{p}: line {line}: not UTF-8 text (byte "
+                                    f"0x{e.object[e.start]:02x} at offset {e.start})"]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

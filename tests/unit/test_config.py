@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 import pytest
 
 from stratacrawl.cold.db import libpq_url, sqlalchemy_url
-from stratacrawl.services.resolve import redact
+from stratacrawl.redact import redact
 from stratacrawl.settings import Settings
 from stratacrawl.warm.client import _plain
 from stratacrawl.warm.indices import IndexLayout, week_suffix

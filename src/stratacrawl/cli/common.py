@@ -8,6 +8,7 @@ from typing import Any, NoReturn, TypeVar
 
 import uvloop
 from rich.console import Console
+from rich.markup import escape
 
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.settings import Settings
@@ -26,7 +27,7 @@ def settings() -> Settings:
 
 
 def fail(e: StratacrawlError | str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {e}")
+    err.print("[red]error:[/] " + escape(str(e)))  # '[a-z]' in a message is not markup
     sys.exit(code)
 
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from stratacrawl.cli.common import console, fail, settings
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
+from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.progress import every, with_json_progress
 from stratacrawl.session import open_session
 from stratacrawl.sources import load_sources
@@ -87,10 +88,16 @@ def submit_cmd(
         fail(e)
         raise
 
-    async def main() -> None:
+    async def main() -> DiscoveryStats:
         async with open_session(settings()) as comps:
             stats = await comps.discovery.submit(src, urls)
-        console.print(f"queued {stats.queued} urgent URL(s) for {source}"
-                      + (f"; dropped: {dict(stats.dropped)}" if stats.dropped else ""))
+        return stats
 
-    uvloop.run(main())
+    try:
+        stats = uvloop.run(main())
+    except StratacrawlError as e:
+        fail(e)
+    console.print(f"queued {stats.queued} urgent URL(s) for {source}")
+    if stats.dropped:
+        refused = ", ".join(f"{reason} {n}" for reason, n in stats.dropped.most_common())
+        fail(f"refused {sum(stats.dropped.values())} of {len(urls)} URL(s): {refused}")

@@ -9,6 +9,7 @@ import typer
 
 from stratacrawl.cli.common import console, fail, settings
 from stratacrawl.errors import StratacrawlError
+from stratacrawl.redact import redact
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
 from stratacrawl.services.resolve import down as services_down
@@ -40,7 +41,7 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
     console.print(f"Prefect API:  {stack.api_url}   (export PREFECT_API_URL={stack.api_url})")
     for tier, url in (("Redis", endpoints.redis_url), ("Elasticsearch", endpoints.elasticsearch_url),
                       ("PostgreSQL", endpoints.database_url)):
-        console.print(f"{tier + ':':<14}{url}")
+        console.print(f"{tier + ':':<14}{redact(url)}")
     console.print("recovery: a run of recovery/recovery was started on the worker")
     console.print("stop everything with: stratacrawl down")
 

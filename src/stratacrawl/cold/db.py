@@ -6,20 +6,75 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
 
-from stratacrawl.errors import ServiceUnavailable
+from stratacrawl.errors import ConfigError, ServiceUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
+def conninfo(url: str) -> dict[str, str]:
+    """The connection parameters of a PostgreSQL URL in either libpq form — a URI
+    (``postgresql://u:pw@h:5432/db?sslmode=require``, also with a SQLAlchemy
+    ``+driver``) or ``key=value`` pairs (``host=h port=5432 dbname=db``) — parsed by libpq's
+    own rules. Anything else is a :class:`ConfigError` naming the problem: never a silent
+    fall back to libpq's defaults (another database on the same server)."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    from stratacrawl.redact import redact
+
+    text = url.strip()
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        if scheme.split("+", 1)[0] not in ("postgresql", "postgres"):
+            raise ConfigError(f"database URL {redact(text)!r}: scheme {scheme!r} is not "
+                              "postgresql:// (or use libpq's key=value form)")
+        text = f"postgresql://{rest}"
+    elif "=" not in text:
+        raise ConfigError(f"database URL {redact(text)!r}: neither a postgresql:// URI nor "
+                          "libpq key=value pairs")
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(text).items() if v is not None}
+    except ProgrammingError as e:
+        raise ConfigError(f"database URL {redact(text)!r}: {redact(str(e).strip())}") from None
+    if not params.get("dbname"):
+        raise ConfigError(f"database URL {redact(text)!r}: names no database (dbname)")
+    return params
+
+
 def libpq_url(url: str) -> str:
-    """``postgresql+psycopg://…`` → ``postgresql://…`` (what psycopg.connect takes)."""
-    scheme, _, rest = url.partition("://")
-    return f"postgresql://{rest}" if scheme.startswith("postgres") else url
+    """Any accepted database URL → libpq ``key=value`` conninfo (what psycopg takes)."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(**conninfo(url))
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server and credentials, database ``name`` (libpq ``key=value`` form)."""
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(**{**conninfo(url), "dbname": name})
 
 
 def sqlalchemy_url(url: str) -> str:
-    """Any PostgreSQL URL → the psycopg 3 dialect of SQLAlchemy."""
-    return "postgresql+psycopg://" + libpq_url(url).partition("://")[2]
+    """Any accepted database URL → the psycopg 3 dialect of SQLAlchemy, with the same
+    database, user, host and options as :func:`libpq_url` (what Alembic and Great
+    Expectations connect with)."""
+    from sqlalchemy.engine import URL
+
+    params = conninfo(url)
+    database = params.pop("dbname")
+    user, password = params.pop("user", None), params.pop("password", None)
+    host, port = params.get("host"), params.get("port")
+    # One TCP host goes in the URL; unix-socket folders and host lists stay libpq options.
+    if host and not host.startswith("/") and "," not in host and (port is None or
+                                                                   port.isdigit()):
+        del params["host"]
+        params.pop("port", None)
+    else:
+        host = port = None
+    return URL.create("postgresql+psycopg", username=user, password=password, host=host,
+                      port=int(port) if port else None, database=database,
+                      query=params).render_as_string(hide_password=False)
 
 
 def engine(url: str, **kwargs: object) -> Engine:
@@ -30,7 +85,7 @@ def check(url: str, timeout_s: float = 5.0) -> str:
     """The server version, or :class:`ServiceUnavailable` naming PostgreSQL and the URL."""
     import psycopg
 
-    from stratacrawl.services.resolve import redact
+    from stratacrawl.redact import redact
 
     try:
         with psycopg.connect(libpq_url(url), connect_timeout=max(1, int(timeout_s))) as conn:

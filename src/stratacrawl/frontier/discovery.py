@@ -72,7 +72,10 @@ class Discovery:
             except InvalidURL as e:
                 stats.dropped[e.reason] += 1
                 continue
-            link_kind = kind or classify(source, canonical) or default_kind
+            # ``allow`` bounds every path but the seeds (an urgent submission too); within
+            # it, a URL matching neither follow nor items takes ``default_kind``.
+            in_scope = kind is not None or not source.allow or source.matches("allow", canonical)
+            link_kind = (kind or classify(source, canonical) or default_kind) if in_scope else None
             if link_kind is None:
                 stats.dropped["out-of-scope"] += 1
                 continue
@@ -123,7 +126,9 @@ class Discovery:
         return stats
 
     async def submit(self, source: Source, urls: Sequence[str]) -> DiscoveryStats:
-        """Urgent URLs: ahead of every scheduled task of the source, crawled even if known."""
+        """Urgent URLs: ahead of every scheduled task of the source, crawled even if known.
+        URLs outside the source's ``allow`` scope, or on a private network it does not
+        allow, are refused (counted in ``dropped`` by reason)."""
         stats = DiscoveryStats()
         # An urgent URL outside follow/items is still fetched, as an item.
         candidates = self._prepare(source, None, urls, stats, default_kind="item")

@@ -6,9 +6,10 @@ import contextlib
 import fcntl
 from dataclasses import dataclass, field
 from types import TracebackType
-from urllib.parse import urlsplit
 
+from stratacrawl.cold.db import with_database
 from stratacrawl.errors import ServiceError
+from stratacrawl.redact import redact
 from stratacrawl.services.embedded import EMBEDDED, Registry, Running
 from stratacrawl.settings import Settings
 
@@ -30,15 +31,6 @@ class Endpoints:
                 "postgres": self.database_url}[tier]
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return parts._replace(netloc=netloc).geturl()
-    return url
-
-
 def _ensure_database(admin_url: str, name: str) -> str:
     import psycopg
 
@@ -47,7 +39,7 @@ def _ensure_database(admin_url: str, name: str) -> str:
         if not exists:
             with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                 conn.execute(f'CREATE DATABASE "{name}"')
-    return admin_url.replace("/postgres?", f"/{name}?", 1)
+    return with_database(admin_url, name)
 
 
 class Services:

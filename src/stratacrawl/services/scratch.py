@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import redis
 
-from stratacrawl.cold.db import libpq_url
+from stratacrawl.cold.db import libpq_url, with_database
 from stratacrawl.runtime import Runtime
 from stratacrawl.services.cluster import EmbeddedRedisCluster
 from stratacrawl.services.resolve import Endpoints, Services
 from stratacrawl.settings import Settings
-
-
-def _with_db(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
 @contextlib.contextmanager
@@ -47,4 +42,4 @@ def scratch_runtime(name: str, redis_db: int, redis_cluster: int = 0,
             stack.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
         settings = base.model_copy(update={"es_index_prefix": f"{name}_", **overrides})
         yield Runtime(settings, Endpoints(redis_url, ep.elasticsearch_url,
-                                          _with_db(admin, db_name), ep.embedded))
+                                          with_database(admin, db_name), ep.embedded))
