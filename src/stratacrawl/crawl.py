@@ -15,18 +15,20 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import zstandard
 
 from stratacrawl.cold.pool import make_pool
 from stratacrawl.components import Components
-from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
+from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
 from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.gctune import tune_gc
 from stratacrawl.malloc import pin_mmap_threshold
@@ -38,12 +40,13 @@ from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import DB_DOWN, RETRYABLE, StagingWriter, WriterStats
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
-from stratacrawl.urls import InvalidURL, canonicalize, fingerprint
+from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, check_target
 
 log = logging.getLogger(__name__)
 EVICT_CHECK_EVERY_S = 60.0
-RECLAIM_EVERY_S = 10.0  # a dead worker's tasks go back to the living this often
+RECLAIM_EVERY_S = 5.0  # a dead run's tasks go back to the living this often
 END_DEMOTION_S = 60.0  # how long a crawl demotes at its end; the demotion deployment does the rest
+IDLE_HORIZON = timedelta(seconds=60)  # work due this soon still keeps a crawl from idling
 
 
 @dataclass
@@ -60,8 +63,10 @@ class CrawlReport:
     def to_json(self) -> dict[str, Any]:
         """What one crawl did, as JSON (``crawl --json``; the load test merges workers)."""
         reasons: Counter[str] = Counter()
+        retries: Counter[str] = Counter()
         for st in self.sources.values():
             reasons.update(st.reasons)
+            retries.update(st.retries)
         return {"seconds": round(self.seconds, 3), "fetched": self.fetched,
                 "ok": sum(s.ok for s in self.sources.values()),
                 "not_modified": sum(s.not_modified for s in self.sources.values()),
@@ -72,7 +77,8 @@ class CrawlReport:
                 "flushes": self.writer.flushes if self.writer else 0,
                 "flush_seconds": round(self.writer.flush_seconds, 3) if self.writer else 0.0,
                 "queued": self.discovery.queued, "demoted": self.demoted,
-                "reasons": dict(reasons), "latency": self.latency.to_json()}
+                "reasons": dict(reasons), "retries": dict(retries),
+                "latency": self.latency.to_json()}
 
     @property
     def fetched(self) -> int:
@@ -122,31 +128,46 @@ async def keep_leases(comps: Components, owner: str, stop: asyncio.Event) -> Non
     connection of its own: queued behind a thousand batches for the shared pool, a
     renewal came too late and live workers lost their leases (the load test's duplicates)."""
     async with make_pool(comps.runtime.database_url, max_size=1, name="lease-upkeep") as pool:
-        await _keep_leases(comps, owner, stop, Ledger(pool=pool))
+        await _keep_leases(comps, owner, stop, Ledger(pool=pool), Runs(pool=pool))
 
 
 async def _keep_leases(comps: Components, owner: str, stop: asyncio.Event,
-                       ledger: Ledger) -> None:
+                       ledger: Ledger, runs: Runs) -> None:
+    """The loop of :func:`keep_leases`; it also beats this run's heartbeat every
+    ``BEAT_S``. Dead runs' leases are reclaimed only once this run has beaten for
+    ``DEAD_AFTER`` without a gap: after a PostgreSQL outage every run's last beat is old,
+    and the living must get a beat in before anyone counts them dead."""
     lease_s = comps.frontier.lease.total_seconds()
     renew_every = max(0.2, lease_s / 3)
     next_renewal = time.monotonic() + renew_every
-    next_reclaim = time.monotonic()
+    next_reclaim = next_beat = time.monotonic()
+    healthy_since: float | None = None
     while not stop.is_set():
         now = time.monotonic()
         try:
+            if now >= next_beat:
+                next_beat = now + BEAT_S
+                if healthy_since is None:
+                    await runs.start(owner)
+                    healthy_since = time.monotonic()
+                else:
+                    await runs.beat(owner)
             if now >= next_renewal:
                 next_renewal = now + renew_every
                 renewed, gone = await comps.frontier.renew(owner, ledger)
                 log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
             if now >= next_reclaim:
                 next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
-                if n := await comps.frontier.reclaim(ledger):
-                    log.info("crawl: %d expired leases reclaimed", n)
+                steady = healthy_since is not None and (
+                    time.monotonic() - healthy_since >= DEAD_AFTER.total_seconds())
+                if n := await comps.frontier.reclaim(ledger, DEAD_AFTER if steady else None):
+                    log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
         except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
+            healthy_since = None
             log.warning("crawl: lease upkeep paused (%s)", e)
         except Exception as e:  # Redis away: the ledger is what counts
             log.warning("crawl: lease upkeep failed (%r)", e)
-        wait = min(next_renewal, next_reclaim) - time.monotonic()
+        wait = min(next_renewal, next_reclaim, next_beat) - time.monotonic()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))
 
@@ -178,11 +199,22 @@ async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
             async def turn() -> float:
                 return await politeness.wait_turn(source.id, source.rate)
 
+            private_ok = source.allow_private_networks
             for seed_url in source.seeds:
-                named |= set((await robots.check(seed_url, turn)).sitemaps)
+                try:  # robots.txt and the sitemaps it names: the same checks as any fetch
+                    named |= set((await robots.check(seed_url, turn,
+                                                     allow_private=private_ok)).sitemaps)
+                except InvalidURL as e:
+                    stats.dropped[e.reason] += 1
+                except SourceHeld:  # Retry-After: its sitemaps wait for the next seeding
+                    break
             for url in named:
                 try:
-                    sitemaps.append(NewTask(source.id, url, fingerprint(canonicalize(url)),
+                    canonical = canonicalize(url)
+                    check_target(canonical, allow_private=private_ok)
+                    if source.allow and not source.matches("allow", canonical):
+                        raise InvalidURL(url, "out-of-scope")
+                    sitemaps.append(NewTask(source.id, url, canonical_fingerprint(canonical),
                                             "sitemap", source.priority))
                 except InvalidURL as e:
                     stats.dropped[e.reason] += 1
@@ -244,16 +276,18 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     """Discovery and fetch together until nothing is due (or ``seconds`` pass);
     ``report`` (if given) is filled in as the crawl goes."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
+    run_id = new_run_id(worker_id)  # leases, slots and heartbeat: this process's, not the name's
     pin_mmap_threshold()  # page bodies of 1-5 MB must not fragment the heap
     tune_gc()  # no full collections pausing the loop every few seconds
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)
     async with StagingWriter(pool=comps.pool, ledger=comps.ledger, frontier=comps.frontier,
-                             hot_urls=comps.hot_urls, spool=spool_for(comps), owner=worker_id,
+                             hot_urls=comps.hot_urls, spool=spool_for(comps), owner=run_id,
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:
-        worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id)
+        worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id,
+                             run_id=run_id)
         report.sources = worker.stats
         report.latency = worker.latency
         report.active = worker.active
@@ -302,17 +336,21 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                 report.discovery.merge(found)
                 if found.queued or found.requeued or await undiscovered_pages(comps, sources):
                     return False  # another process is still turning list pages into tasks
-                if held := await comps.ledger.leased_by_others(sources.ids, worker_id):
-                    # Other workers' batches may still fail or find links; a dead worker's
-                    # leases expire and are reclaimed here. Either way: not idle yet.
+                if held := await comps.ledger.leased_by_others(sources.ids, run_id):
+                    # Other runs' batches may still fail or find links; a dead run's leases
+                    # (one under this very name, killed before this run started, too) are
+                    # reclaimed within seconds of its heartbeat going stale. Not idle yet.
                     log.debug("crawl: idle here, waiting for %d tasks leased elsewhere", held)
                     return False
-                return not await comps.ledger.sources_with_due_work(sources.ids)
+                # Idle means nothing due within the next retry step either: a task that
+                # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
+                # part of this crawl, not work for the next one.
+                return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
             except DB_DOWN:
                 return False
 
         discoverer = asyncio.create_task(discover_loop())
-        leases = asyncio.create_task(keep_leases(comps, worker_id, stop))
+        leases = asyncio.create_task(keep_leases(comps, run_id, stop))
         port = comps.runtime.settings.worker_metrics_port
         exporter = asyncio.create_task(serve_metrics(comps, sources, port=port, stop=stop)) \
             if port else None
@@ -324,6 +362,10 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             await leases
             if exporter is not None:
                 await exporter
+    # The writer has landed all it held: what this run still leases (batches cut short)
+    # goes back to the others at their next reclaim, not after a lease time.
+    with contextlib.suppress(*DB_DOWN, *RETRYABLE):
+        await Runs(pool=comps.pool).end(run_id)
     report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
     report.demoted += await demote_at_end(comps)
     report.seconds = time.monotonic() - t0

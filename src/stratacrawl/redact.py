@@ -17,7 +17,7 @@ SECRET_KEYS = r"(?:password|passwd|pwd|pass|sslpassword|secret|token|api_key|api
 _USERINFO = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@?#]*:)(?P<pw>[^@\s/]*)@")
 _QUERY = re.compile(rf"(?P<head>[?&;]{SECRET_KEYS}=)(?P<pw>[^&#\s]*)", re.IGNORECASE)
 _KEYVALUE = re.compile(
-    rf"(?P<head>(?:^|(?<=[\s'\"(,])){SECRET_KEYS}\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s'\"),]+)",
+    rf"(?P<head>(?:^|(?<=[\s'\"(,])){SECRET_KEYS}\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'?|[^\s'\"),]+)",
     re.IGNORECASE)
 
 

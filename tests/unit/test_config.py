@@ -1,8 +1,10 @@
+import re
 from datetime import UTC, datetime
 
 import pytest
 
-from stratacrawl.cold.db import libpq_url, sqlalchemy_url
+from stratacrawl.cold.db import conninfo, libpq_url, sqlalchemy_url, with_database
+from stratacrawl.errors import ConfigError
 from stratacrawl.redact import redact
 from stratacrawl.settings import Settings
 from stratacrawl.warm.client import _plain
@@ -29,12 +31,51 @@ def test_broken_setting_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_database_url_forms() -> None:
     assert sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert sqlalchemy_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
-    assert libpq_url("postgresql+psycopg://u@/db?host=/s") == "postgresql://u@/db?host=/s"
+    assert conninfo("postgresql+psycopg://u@/db?host=/s") == {"user": "u", "dbname": "db",
+                                                               "host": "/s"}
+    assert libpq_url("postgresql+psycopg://u@/db?host=/s") == "user=u dbname=db host=/s"
 
 
-def test_redact_hides_passwords_only() -> None:
-    assert redact("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
-    assert redact("redis://h:6379/0") == "redis://h:6379/0"
+def test_key_value_database_url_is_read_not_defaulted() -> None:
+    """libpq's key=value form names the same database for psycopg and SQLAlchemy: it
+    was once misread as a URI with no database, and Alembic migrated libpq's default."""
+    kv = "host=127.0.0.1 port=1 user=u password=p dbname=x sslmode=disable"
+    assert conninfo(kv) == {"host": "127.0.0.1", "port": "1", "user": "u", "password": "p",
+                            "dbname": "x", "sslmode": "disable"}
+    assert sqlalchemy_url(kv) == "postgresql+psycopg://u:p@127.0.0.1:1/x?sslmode=disable"
+    assert conninfo(libpq_url(kv)) == conninfo(kv)
+    assert conninfo(with_database(kv, "other"))["dbname"] == "other"
+    # A unix-socket folder stays a libpq option in SQLAlchemy's URL.
+    assert "host=%2Fs" in sqlalchemy_url("user=u dbname=db host=/s")
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("not a url", "neither a postgresql:// URI nor libpq key=value"),
+    ("mysql://u@h/db", "scheme 'mysql'"),
+    ("host=h port=1", "names no database"),
+    ("postgresql://h", "names no database"),
+    ("host=h dbname=x password='hunter2", "password=***"),
+])
+def test_bad_database_url_is_refused_naming_the_problem(url: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)) as caught:
+        libpq_url(url)
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:secret@h:5432/db", "postgresql://u:***@h:5432/db"),
+    ("postgresql://h/db?user=u&password=secret&sslmode=require",
+     "postgresql://h/db?user=u&password=***&sslmode=require"),
+    ("host=h user=u password=secret dbname=x", "host=h user=u password=*** dbname=x"),
+    ("host=h password='sec ret' dbname=x", "host=h password=*** dbname=x"),
+    ("redis://:secret@h:6379/0", "redis://:***@h:6379/0"),
+    ("redis://h:6379/0?password=secret", "redis://h:6379/0?password=***"),
+    ("https://crawler:secret@es:9200", "https://crawler:***@es:9200"),
+    ("https://es:9200/?api_key=secret", "https://es:9200/?api_key=***"),
+    ("redis://h:6379/0", "redis://h:6379/0"),
+])
+def test_redact_hides_every_password_form(url: str, shown: str) -> None:
+    assert redact(url) == shown
 
 
 def test_compat_media_types_become_plain_json() -> None:

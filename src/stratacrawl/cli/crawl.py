@@ -21,12 +21,14 @@ from stratacrawl.sources import load_sources
 
 def report_table(report: CrawlReport) -> Table:
     table = Table(title=f"crawl: {report.fetched} pages in {report.seconds:.1f} s")
-    for col in ("source", "fetched", "ok", "304", "failed", "mean ms", "top reasons"):
+    for col in ("source", "fetched", "ok", "304", "failed", "mean ms", "top reasons",
+                "retried (faults)"):
         table.add_column(col)
     for sid, s in report.sources.items():
         reasons = ", ".join(f"{k} {v}" for k, v in s.reasons.most_common(3))
+        retried = ", ".join(f"{k} {v}" for k, v in s.retries.most_common(3))
         table.add_row(sid, str(s.fetched), str(s.ok), str(s.not_modified), str(s.failed),
-                      f"{s.mean_latency_ms:.0f}", reasons)
+                      f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
     return table
 
 

@@ -9,6 +9,7 @@ counted, and a loop is detected by canonical URL.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 import uuid
@@ -23,16 +24,17 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from stratacrawl.errors import InvalidURL
-from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status
+from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status, parse_retry_after
 from stratacrawl.fetch.decode import BoundedDecoder, TooLarge
 from stratacrawl.fetch.headers import browser_headers
-from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.tls import ssl_context
 from stratacrawl.sources import Source
 from stratacrawl.urls import canonicalize, check_target
 
+log = logging.getLogger(__name__)
 REDIRECTS = {301, 302, 303, 307, 308}
 MAX_REDIRECTS = 5
 # Bodies past LARGE_BODY_BYTES (raw or decoded) are read LARGE_BODIES_AT_ONCE at a time per
@@ -101,14 +103,34 @@ class Fetcher:
         """Fetch with at most ``len(backoff_s)`` level-1 retries (transient errors only)."""
         trace_id = trace_id or uuid.uuid4().hex
         result = None
+        retried: list[str] = []
         for attempt in range(1, len(self.backoff_s) + 2):
             result = await self._once(client, source, url, validators or {}, trace_id, attempt)
+            if result.verdict.kind is Kind.RATE_LIMITED and result.status in (429, 503):
+                await self._slow_down(source, result)
             if not result.verdict.level1_retry or attempt > len(self.backoff_s):
+                result.retried = retried  # a fault that a retry hid still counts
                 return result
+            retried.append(result.verdict.reason)
             base = self.backoff_s[attempt - 1]
             await asyncio.sleep(base * self.rng.uniform(0.8, 1.2))
         assert result is not None
         return result
+
+    async def _slow_down(self, source: Source, result: FetchResult) -> None:
+        """A 429 (or 503 with Retry-After): the source's effective rate goes down for every
+        worker, and its Retry-After (when the site sent one) holds the whole source."""
+        header = result.headers.get("retry-after")
+        hold = parse_retry_after(header) if header else None
+        try:
+            factor = await self.politeness.throttle(source.id, source.rate, source.concurrency,
+                                                    hold)
+        except Exception as e:  # Redis away: the pace still holds the configured rate
+            log.warning("fetch: cannot throttle %s: %r", source.id, e)
+            return
+        log.info("fetch: %s answered %s; effective rate %.2f/s%s", source.id, result.status,
+                 source.rate * factor, f", held {hold:.0f} s" if hold else "",
+                 extra={"source_id": source.id, "status": result.status})
 
     async def _once(self, client: SourceClient, source: Source, url: str,
                     validators: dict[str, str], trace_id: str, attempt: int) -> FetchResult:
@@ -124,13 +146,14 @@ class Fetcher:
         try:
             async with asyncio.timeout(source.timeout_s * 2):
                 for _ in range(MAX_REDIRECTS + 1):
-                    key = current
-                    if hops:  # the first URL was checked at discovery; redirect targets were not
-                        try:
-                            key = canonicalize(current)
-                            check_target(key, allow_private=source.allow_private_networks)
-                        except InvalidURL as e:
-                            return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
+                    # Every hop, the first too: a task may come from a path that never
+                    # went through discovery (a sitemap named in robots.txt, a submission,
+                    # a ledger written by an older version), and redirects go anywhere.
+                    try:
+                        key = canonicalize(current) if hops else current
+                        check_target(key, allow_private=source.allow_private_networks)
+                    except InvalidURL as e:
+                        return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
                     # A revisit is a loop only with the same cookies: a cookie-check redirect
                     # to the same URL (Set-Cookie, then back) is how sites start sessions.
                     state = (key, frozenset(client.cookies.items()))
@@ -140,7 +163,8 @@ class Fetcher:
                     delay = None
                     if source.robots == "obey":
                         answer = await self.robots.check(current, lambda: self.politeness.wait_turn(
-                            source.id, source.rate))
+                            source.id, source.rate),
+                            allow_private=source.allow_private_networks)
                         if answer.unavailable:
                             return done(Verdict(Kind.RATE_LIMITED, "robots-unavailable", 300.0))
                         if not answer.allowed:
@@ -168,6 +192,8 @@ class Fetcher:
                     finally:
                         await response.aclose()
                 return done(Verdict(Kind.TERMINAL, "too-many-redirects"), redirects=hops)
+        except SourceHeld as held:  # Retry-After: nobody sends to this source until then
+            return done(Verdict(Kind.RATE_LIMITED, "source-held", held.seconds), redirects=hops)
         except Exception as exc:  # transport errors, timeouts
             return done(classify_exception(exc), redirects=hops)
 

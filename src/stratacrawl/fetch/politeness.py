@@ -4,7 +4,15 @@ Pacing: each request reserves ``interval = (1.2 ± 0.2) / rate`` seconds (or the
 Crawl-delay if longer) on the source's shared clock in Redis, so intervals jitter by
 ±20 % around their mean and are never shorter than ``1 / rate``: no second ever sees
 more than ``rate`` requests of a source, whichever workers send them.
-Concurrency: a batch holds one of the source's ``concurrency`` slots while it runs.
+The configured rate is a ceiling, not a target: a 429 (or a 503 with Retry-After) from
+the site lowers the source's *effective* rate for every worker — multiplied by
+``DECREASE`` at most once per burst, recovering by ``RECOVERY_PER_S`` of the configured rate
+each second, never above it (AIMD, as TCP backs off) — and a Retry-After holds the whole
+source: nobody sends to it until then. Both live in the source's throttle hash in Redis,
+read by the same script that hands out turns.
+Concurrency: a batch holds one of the source's ``concurrency`` slots while it runs. Slots
+expire after ``SLOT_TTL_S`` unless their process renews them (every ``SLOT_RENEW_S``):
+the slots of a process killed with SIGKILL are free again within seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +26,21 @@ from stratacrawl.hot.scripts import script
 
 LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
 MAX_LATE_TURNS = 3
+DECREASE = 0.5            # effective rate x this on a 429 burst
+MIN_FACTOR = 1 / 64       # never below this share of the configured rate
+RECOVERY_PER_S = 0.005    # + 0.5 % of the configured rate a second: 1/8 → 1 in ~3 minutes
+MIN_CUT_GAP_S = 1.0       # decreases at least this far apart (one burst, one decrease)
+HOLD_WAIT_S = 10.0        # a Retry-After hold this short is waited out; longer: tasks wait
+SLOT_TTL_S = 15.0         # a slot not renewed for this long is free again
+SLOT_RENEW_S = 5.0        # how often a process renews the slots it holds
+
+
+class SourceHeld(Exception):
+    """The source is held (Retry-After) for ``seconds`` more: do not send now."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"source held for {seconds:.1f} s (Retry-After)")
 
 
 def pace_key(source_id: str) -> str:
@@ -26,6 +49,10 @@ def pace_key(source_id: str) -> str:
 
 def slots_key(source_id: str) -> str:
     return f"sc:{{{source_id}}}:slots"
+
+
+def throttle_key(source_id: str) -> str:
+    return f"sc:{{{source_id}}}:throttle"
 
 
 def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> float:
@@ -40,20 +67,30 @@ class Politeness:
         self.rng = rng or random.Random()
         self._pace = script(redis, "pace")
         self._slot = script(redis, "slot")
+        self._slot_renew = script(redis, "slot_renew")
+        self._throttle = script(redis, "throttle")
 
     async def wait_turn(self, source_id: str, rate: float, crawl_delay: float | None = None,
                         ) -> float:
         """Reserve this request's turn and sleep until it; returns the seconds waited.
+        Raises :class:`SourceHeld` when a Retry-After holds the source longer than
+        ``HOLD_WAIT_S``.
 
         A turn this process woke up late for (a busy event loop) is not used: sending late
         would bunch this request with the turns reserved after it, so a fresh turn is
         taken instead (a few times at most; then the request goes, late but never early).
         """
         waited = 0.0
-        interval = interval_for(rate, crawl_delay, self.rng)
+        interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
+        keys = [pace_key(source_id), throttle_key(source_id)]
+        args = [f"{interval:.6f}", f"{crawl_delay or 0.0:.6f}", RECOVERY_PER_S, HOLD_WAIT_S]
         for _ in range(MAX_LATE_TURNS):
-            wait = float(await self._pace(keys=[pace_key(source_id)], args=[f"{interval:.6f}"]))
+            answer = await self._pace(keys=keys, args=args)
+            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
+            if answer.startswith("held:"):
+                raise SourceHeld(float(answer[5:]))
+            wait = float(answer)
             if wait <= 0:
                 return waited
             due = time.monotonic() + wait
@@ -63,13 +100,52 @@ class Politeness:
                 break
         return waited
 
-    async def acquire_slot(self, source_id: str, holder: str, limit: int, ttl_s: float) -> bool:
+    async def throttle(self, source_id: str, rate: float, concurrency: int,
+                       retry_after_s: float | None) -> float:
+        """The site said "too many requests": lower the source's effective rate (once per
+        burst: the requests in flight at the old pace answer 429 too) and, with a
+        Retry-After, hold the whole source that long. Returns the factor now in force."""
+        gap = max(MIN_CUT_GAP_S, concurrency / rate)
+        factor = await self._throttle(keys=[throttle_key(source_id)], args=[
+            f"{retry_after_s or 0.0:.3f}", DECREASE, MIN_FACTOR, RECOVERY_PER_S, f"{gap:.3f}"])
+        return float(factor)
+
+    async def effective_rates(self, rates: dict[str, float]) -> dict[str, tuple[float, float]]:
+        """Per source: (effective rate now, seconds it is still held) — only sources that
+        are throttled or held; the others send at their configured rate."""
+        ids = list(rates)
+        keys = [throttle_key(s) for s in ids]
+        rows = await asyncio.gather(*(self.redis.hmget(k, "factor", "at", "hold")
+                                      for k in keys))
+        now = time.time()
+        out: dict[str, tuple[float, float]] = {}
+        for source_id, (factor, at, hold) in zip(ids, rows, strict=True):
+            if factor is None:
+                continue
+            f = min(1.0, float(factor) + (now - float(at)) * RECOVERY_PER_S)
+            held = max(0.0, float(hold or 0) - now)
+            if f < 1.0 or held > 0:
+                out[source_id] = (rates[source_id] * f, held)
+        return out
+
+    async def acquire_slot(self, source_id: str, holder: str, limit: int,
+                           ttl_s: float = SLOT_TTL_S) -> bool:
         """Hold (or renew) one of the source's ``limit`` slots for ``ttl_s`` seconds."""
         return bool(await self._slot(keys=[slots_key(source_id)], args=[holder, limit, ttl_s]))
+
+    async def renew_slots(self, source_id: str, holders: list[str], limit: int,
+                          ttl_s: float = SLOT_TTL_S) -> int:
+        """Renew these holders' slots of one source (one script call); returns how many
+        hold one now."""
+        if not holders:
+            return 0
+        return int(await self._slot_renew(keys=[slots_key(source_id)],
+                                          args=[limit, ttl_s, *holders]))
 
     async def release_slot(self, source_id: str, holder: str) -> None:
         await self.redis.zrem(slots_key(source_id), holder)
 
     async def pause(self, source_id: str, seconds: float) -> None:
         """Nobody sends to this source for ``seconds`` (robots 5xx, Retry-After)."""
-        await self._pace(keys=[pace_key(source_id)], args=[f"{seconds:.6f}"])
+        await self._pace(keys=[pace_key(source_id), throttle_key(source_id)],
+                         args=[f"{seconds:.6f}", "0", RECOVERY_PER_S, 1e9])

@@ -22,6 +22,7 @@ class FetchResult:
     content_type: str | None = None
     elapsed_ms: float = 0.0
     redirects: list[str] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)  # reasons of the level-1 attempts before
     size: int = field(init=False, default=0)  # decoded body bytes (kept after release_body)
 
     def __post_init__(self) -> None:

@@ -18,8 +18,10 @@ import httpx
 from protego import Protego
 
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
+from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.fetch.tls import ssl_context
 from stratacrawl.hot.client import HotRedis
+from stratacrawl.urls import check_target
 
 TTL_S = 3600
 RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page (DESIGN.md)
@@ -35,12 +37,17 @@ class RobotsAnswer:
     sitemaps: tuple[str, ...] = ()
 
 
-async def fetch_text(url: str, backoff_s: tuple[float, ...] = RETRY_BACKOFF_S,
-                     ) -> tuple[int, str]:
-    """(status, text) of a small document such as robots.txt (redirects followed); a 5xx
+async def fetch_text(url: str, allow_private: bool = False,
+                     backoff_s: tuple[float, ...] = RETRY_BACKOFF_S) -> tuple[int, str]:
+    """(status, text) of a small document such as robots.txt (redirects followed, each
+    hop through the private-network check: :class:`InvalidURL` if one is refused); a 5xx
     or a transport error is retried like any level-1 failure before it counts."""
-    async with httpx.AsyncClient(timeout=10, follow_redirects=True,
-                                 verify=ssl_context()) as client:
+
+    async def guard(request: httpx.Request) -> None:
+        check_target(str(request.url), allow_private=allow_private)
+
+    async with httpx.AsyncClient(timeout=10, follow_redirects=True, verify=ssl_context(),
+                                 event_hooks={"request": [guard]}) as client:
         for wait in (*backoff_s, None):
             try:
                 r = await client.get(url, headers={"User-Agent": USER_AGENTS[0]})
@@ -62,13 +69,14 @@ class RobotsCache:
     """``check(url)`` → allowed?, crawl delay; fetching robots.txt through ``get_text``."""
 
     def __init__(self, *, redis: HotRedis,
-                 get_text: Callable[[str], Awaitable[tuple[int, str]]] = fetch_text) -> None:
+                 get_text: Callable[[str, bool], Awaitable[tuple[int, str]]] = fetch_text,
+                 ) -> None:
         self.redis = redis
         self.get_text = get_text
         self._parsed: dict[str, tuple[float, Protego | None, bool]] = {}
 
-    async def _load(self, org: str, before_fetch: Callable[[], Awaitable[object]] | None = None,
-                    ) -> tuple[Protego | None, bool]:
+    async def _load(self, org: str, before_fetch: Callable[[], Awaitable[object]] | None,
+                    allow_private: bool) -> tuple[Protego | None, bool]:
         now = time.monotonic()
         hit = self._parsed.get(org)
         if hit and hit[0] > now:
@@ -79,8 +87,10 @@ class RobotsCache:
             try:
                 if before_fetch is not None:  # robots.txt is a request like any other: paced
                     await before_fetch()
-                status, text = await self.get_text(org + "/robots.txt")
-            except Exception:
+                status, text = await self.get_text(org + "/robots.txt", allow_private)
+            except SourceHeld:  # the site said wait (Retry-After): not an answer on robots
+                raise
+            except Exception:  # no answer, or a redirect onto a private network (InvalidURL)
                 status, text = 599, ""
             if 200 <= status < 300:
                 body = text[:MAX_ROBOTS_BYTES]
@@ -98,10 +108,14 @@ class RobotsCache:
         return parser, unavailable
 
     async def check(self, url: str,
-                    before_fetch: Callable[[], Awaitable[object]] | None = None) -> RobotsAnswer:
+                    before_fetch: Callable[[], Awaitable[object]] | None = None, *,
+                    allow_private: bool = False) -> RobotsAnswer:
         """May ``url`` be fetched? ``before_fetch`` runs before robots.txt itself is fetched
-        (the caller's politeness turn for that source)."""
-        parser, unavailable = await self._load(origin(url), before_fetch)
+        (the caller's politeness turn for that source). robots.txt goes through the same
+        private-network check as every fetch (``allow_private``: the source's setting):
+        a private host's robots.txt is never fetched for a source that does not allow it."""
+        check_target(url, allow_private=allow_private)
+        parser, unavailable = await self._load(origin(url), before_fetch, allow_private)
         if unavailable:
             return RobotsAnswer(False, None, unavailable=True)
         if parser is None:

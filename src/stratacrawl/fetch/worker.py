@@ -26,7 +26,7 @@ import httpx
 from stratacrawl.components import Components
 from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
-from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.scheduler import Heartbeat
@@ -58,7 +58,8 @@ class SourceStats:
     bytes: int = 0
     latency_ms: float = 0.0
     delayed_batches: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)  # final outcome of each fetch
+    retries: Counter[str] = field(default_factory=Counter)  # level-1 retries, by the fault
 
     @property
     def mean_latency_ms(self) -> float:
@@ -84,12 +85,14 @@ def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: 
 
 class FetchWorker:
     def __init__(self, *, comps: Components, sources: SourcesFile, writer: StagingWriter,
-                 worker_id: str, max_batches: int | None = None, rng: random.Random | None = None,
+                 worker_id: str, run_id: str | None = None, max_batches: int | None = None,
+                 rng: random.Random | None = None,
                  on_result: Callable[[str, FetchResult], None] | None = None) -> None:
         self.c = comps
         self.sources = sources
         self.writer = writer
-        self.worker_id = worker_id
+        self.worker_id = worker_id  # the name: staging rows, heartbeats, traces
+        self.run_id = run_id or worker_id  # this process: leases and slots
         self.max_batches = max_batches or comps.runtime.settings.fetch_max_batches
         self.rng = rng or random.Random()
         self.on_result = on_result
@@ -106,6 +109,7 @@ class FetchWorker:
         self._order: list[str] = []
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
+        self._slots: dict[str, str] = {}  # slot holder → its source (renewed by the keeper)
         self.live = (LiveMetrics(redis=comps.redis)
                      if comps.runtime.settings.monitoring else None)
 
@@ -157,17 +161,16 @@ class FetchWorker:
     async def run_batch(self, source: Source, batch: Batch, holder: str | None = None) -> None:
         """Fetch a claimed batch under the source's slot ``holder`` (taken here if None)."""
         if holder is None:
-            holder = f"{self.worker_id}:{batch.batch_id}"
-            await self.politeness.acquire_slot(source.id, holder, source.concurrency,
-                                               source.timeout_s * 4)
+            holder = f"{self.run_id}:{batch.batch_id}"
+            await self.politeness.acquire_slot(source.id, holder, source.concurrency)
+        self._slots[holder] = source.id
         stats = self.stats.setdefault(source.id, SourceStats())
         try:
-            await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.worker_id)
+            await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
             client = await self.client_for(source)
             validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
             results: list[tuple[ClaimedTask, FetchResult]] = []
             staged: list[StagedFetch] = []
-            renewed = time.monotonic()
             for task, hot in zip(batch.tasks, validators, strict=True):
                 v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
                 result = await self.fetcher.fetch(client, source, task.url,
@@ -179,11 +182,9 @@ class FetchWorker:
                     self.on_result(source.id, result)
                 staged.append(self._staged(task, result, source))  # compressed from here on
                 result.release_body()
-                # Renew the slot now and then: a long batch must not lose it halfway.
-                if time.monotonic() - renewed > source.timeout_s:
-                    await self.politeness.acquire_slot(source.id, holder, source.concurrency,
-                                                       source.timeout_s * 4)
-                    renewed = time.monotonic()
+                if result.verdict.reason == "source-held":  # Retry-After: skip it till then
+                    self._skip_until[source.id] = time.monotonic() + (
+                        result.verdict.retry_after_s or 0.0)
             for task, r in results:
                 if not r.verdict.success:
                     log.info("fetch failed: %s", r.verdict.reason, extra={
@@ -202,6 +203,7 @@ class FetchWorker:
                 stats.latency_ms += result.elapsed_ms
                 stats.bytes += result.size
                 stats.reasons[result.verdict.reason] += 1
+                stats.retries.update(result.retried)
                 if result.status == 304:
                     stats.not_modified += 1
                 elif result.verdict.success:
@@ -216,7 +218,25 @@ class FetchWorker:
                 except Exception as e:
                     log.warning("fetch: live metrics not recorded: %s", e)
         finally:
+            self._slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
+
+    async def keep_slots(self, stop: asyncio.Event) -> None:
+        """Renew every slot this process holds every ``SLOT_RENEW_S`` until ``stop``: a
+        slot lives ``SLOT_TTL_S`` unless renewed, so a killed process's slots free up
+        within seconds (not after a long per-batch timeout). Never stops a crawl."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SLOT_RENEW_S)
+            by_source: dict[str, list[str]] = {}
+            for holder, source_id in list(self._slots.items()):
+                by_source.setdefault(source_id, []).append(holder)
+            try:
+                await asyncio.gather(*(self.politeness.renew_slots(
+                    sid, holders, self.sources.get(sid).concurrency)
+                    for sid, holders in by_source.items()))
+            except Exception as e:  # Redis away: slots come back when it does
+                log.warning("fetch: slots not renewed: %r", e)
 
     def _staged(self, task: ClaimedTask, r: FetchResult, source: Source) -> StagedFetch:
         """The staging row of one fetch (body zstd-compressed); its ledger outcome is set
@@ -241,7 +261,7 @@ class FetchWorker:
     async def heartbeat(self) -> None:
         lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
         await self.c.scheduler.beat(Heartbeat(
-            worker=self.worker_id, depth=len(self.active) + self.writer.pending // 100,
+            worker=self.run_id, depth=len(self.active) + self.writer.pending // 100,
             latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.active)))
 
     async def _start_batches(self) -> int:
@@ -252,7 +272,7 @@ class FetchWorker:
         now = time.monotonic()
         if now >= self._plan_until:  # weights and source order: not on every wake-up
             self._allowance = min(self.max_batches,
-                                  await self.c.scheduler.allowance(self.worker_id))
+                                  await self.c.scheduler.allowance(self.run_id))
             self._order = await self.c.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
@@ -292,12 +312,11 @@ class FetchWorker:
         """A batch of ``source`` and the slot it runs under, or None (source full or idle).
         The slot is taken before the claim (a full source costs one round trip) and given
         back at once when there was nothing to claim."""
-        holder = f"{self.worker_id}:{uuid.uuid4().hex[:16]}"
-        if not await self.politeness.acquire_slot(source.id, holder, source.concurrency,
-                                                  source.timeout_s * 4):
+        holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
+        if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
             return None
         try:
-            batch = await self.c.frontier.claim(source.id, source.batch_size, self.worker_id)
+            batch = await self.c.frontier.claim(source.id, source.batch_size, self.run_id)
         except BaseException:
             await self.politeness.release_slot(source.id, holder)
             raise
@@ -317,6 +336,8 @@ class FetchWorker:
         """Fetch until stopped, out of time, or (``until_idle``) nothing is due anywhere."""
         deadline = time.monotonic() + seconds if seconds else None
         last_beat = 0.0
+        slots_done = asyncio.Event()
+        slot_keeper = asyncio.create_task(self.keep_slots(slots_done))
         try:
             while not (stop and stop.is_set()) and not (deadline and time.monotonic() > deadline):
                 if time.monotonic() - last_beat > 2:
@@ -354,5 +375,7 @@ class FetchWorker:
                 task.cancel()
             await asyncio.gather(*self.active, return_exceptions=True)
             self.active.clear()
-            await self.c.scheduler.leave(self.worker_id)
+            slots_done.set()
+            await slot_keeper
+            await self.c.scheduler.leave(self.run_id)
             await self.close()

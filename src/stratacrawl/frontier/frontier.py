@@ -167,10 +167,12 @@ class Frontier:
         await self.hot.renew(by_source, time.time() + self.lease.total_seconds())
         return len(kept), gone
 
-    async def reclaim(self, ledger: Ledger | None = None) -> int:
-        """Expired leases back to PENDING (ledger), and out of the hot lease sets.
+    async def reclaim(self, ledger: Ledger | None = None,
+                      dead_after: timedelta | None = None) -> int:
+        """Expired leases back to PENDING (ledger), and out of the hot lease sets; with
+        ``dead_after`` also the leases of dead runs (:mod:`stratacrawl.frontier.runs`).
         ``ledger``: one on a pool of its own (lease upkeep must not queue behind batches)."""
-        reclaimed = await (ledger or self.ledger).reclaim_expired()
+        reclaimed = await (ledger or self.ledger).reclaim_expired(dead_after)
         for source_id in {s for s, _ in reclaimed}:
             await self.hot.drop_expired_leases(source_id)
             await self.refill(source_id, force=True)

@@ -198,18 +198,24 @@ class Ledger:
                 (lease, sorted(ids), owner))
             return [int(r[0]) for r in await cur.fetchall()]
 
-    async def reclaim_expired(self) -> list[tuple[str, int]]:
-        """Expired leases go back to PENDING; returns (source, id) of each reclaimed task."""
+    async def reclaim_expired(self, dead_after: timedelta | None = None,
+                              ) -> list[tuple[str, int]]:
+        """Expired leases go back to PENDING — and, with ``dead_after``, the leases of runs
+        that ended or whose heartbeat (``crawl_runs``) is older than that, whatever their
+        expiry; returns (source, id) of each reclaimed task."""
+        dead = ("OR lease_owner IN (SELECT run_id FROM crawl_runs WHERE ended_at IS NOT NULL "
+                "OR heartbeat_at < now() - %s)") if dead_after is not None else ""
         async with self.pool.connection() as conn:
             # SKIP LOCKED: every worker reclaims at the same moment (a dead worker's
             # leases expire together); two plain UPDATEs locking the same rows in
             # different orders deadlocked, and PostgreSQL aborted one of them.
             cur = await conn.execute(
                 "WITH expired AS (SELECT id FROM tasks WHERE state IN ('LEASED', 'FETCHING') "
-                "AND lease_expires_at < now() FOR UPDATE SKIP LOCKED) "
+                f"AND (lease_expires_at < now() {dead}) FOR UPDATE SKIP LOCKED) "
                 "UPDATE tasks t SET state = 'PENDING', lease_owner = NULL, "
                 "lease_expires_at = NULL, last_error = 'lease expired', updated_at = now() "
-                "FROM expired WHERE t.id = expired.id RETURNING t.source_id, t.id")
+                "FROM expired WHERE t.id = expired.id RETURNING t.source_id, t.id",
+                (dead_after,) if dead_after is not None else None)
             rows = await cur.fetchall()
         return [(str(s), int(i)) for s, i in rows]
 
@@ -238,10 +244,13 @@ class Ledger:
                 out.setdefault(source, {})[state] = int(n)
             return out
 
-    async def sources_with_due_work(self, source_ids: Sequence[str]) -> list[str]:
-        """Which of these sources have a task due now (one index probe per source)."""
+    async def sources_with_due_work(self, source_ids: Sequence[str],
+                                    within: timedelta = timedelta(0)) -> list[str]:
+        """Which of these sources have a task due now or ``within`` from now (one index
+        probe per source)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT s FROM unnest(%s::text[]) AS s WHERE EXISTS (SELECT 1 FROM tasks WHERE "
-                f"source_id = s AND {_READY} AND due_at <= now())", (list(source_ids),))
+                f"source_id = s AND {_READY} AND due_at <= now() + %s)",
+                (list(source_ids), within))
             return [str(r[0]) for r in await cur.fetchall()]

@@ -24,6 +24,7 @@ import psycopg
 import yaml
 
 from stratacrawl.cold.db import libpq_url
+from stratacrawl.frontier.runs import worker_of
 from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
@@ -289,7 +290,8 @@ def _usage(usage: Usage) -> dict[str, float]:
 
 def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:
     leased = [int(r[0]) for r in conn.execute(
-        "SELECT id FROM tasks WHERE lease_owner = %s AND state IN ('LEASED', 'FETCHING')",
+        "SELECT id FROM tasks WHERE split_part(lease_owner, '~', 1) = %s "
+        "AND state IN ('LEASED', 'FETCHING')",
         (worker.name,)).fetchall()]
     worker.kill()
     log.info("loadtest: killed %s at %.0f s holding %d leased tasks", worker.name, at,
@@ -372,7 +374,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         for state, owner, other, staged in rows:
             if other:
                 fates["refetched_by_others"] += 1
-            elif state in queued or (state in leased and owner != killed["worker"]):
+            elif state in queued or (state in leased and worker_of(owner) != killed["worker"]):
                 fates["still_queued"] += 1   # or leased to a living worker, not yet fetched
             elif state in leased:
                 fates["held_by_dead_worker"] += 1
