@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 
+import aiohttp
 import httpx
 
 
@@ -68,8 +70,27 @@ def classify_status(status: int, retry_after: str | None = None) -> Verdict:
     return Verdict(Kind.TERMINAL, f"http-{status}")
 
 
+def _aiohttp_reason(exc: BaseException) -> str | None:
+    """The reason named by the aiohttp error behind an httpx one. The httpx-aiohttp
+    transport maps every ``ClientConnectionError`` — a server that dropped the connection
+    included — to ``httpx.ConnectTimeout``, so a reset would be counted as a timeout."""
+    cause = exc.__cause__
+    if cause is None or not type(cause).__module__.startswith("aiohttp"):
+        return None
+    if isinstance(cause, aiohttp.ServerTimeoutError | asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return "connect-error"
+    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError
+                  | aiohttp.ClientPayloadError):
+        return "connection-reset"
+    return None
+
+
 def classify_exception(exc: BaseException) -> Verdict:
     """The verdict of a transport error (timeouts and resets are transient)."""
+    if reason := _aiohttp_reason(exc):
+        return Verdict(Kind.TRANSIENT, reason)
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return Verdict(Kind.TRANSIENT, "timeout")
     if isinstance(exc, httpx.ConnectError):

@@ -3,12 +3,13 @@
 Cold is the truth; hot and warm are rebuilt from it. Order matters for how fast work
 resumes: leases and ready queues first (fetching resumes), then sessions and the spool,
 then the Bloom filter (streamed from cold; dedup takes the exact path until it is marked
-ready, so it is never wrong meanwhile), then warm if it came back empty.
+ready, so it is never wrong meanwhile), then warm wherever it holds less than cold expects.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from stratacrawl.components import Components
 from stratacrawl.crawl import drain_spool
 from stratacrawl.fetch.worker import SESSION_TTL_S
+from stratacrawl.frontier.runs import DEAD_AFTER
 from stratacrawl.tiers.demotion import demote
 
 BLOOM_CHUNK = 100_000
@@ -89,23 +91,41 @@ async def rebuild_bloom(comps: Components) -> int:
     return added
 
 
-async def reindex_warm_if_empty(comps: Components) -> str:
-    """The embedded Elasticsearch API keeps nothing across restarts: re-index from cold."""
+async def reindex_warm(comps: Components) -> str:
+    """Warm is rebuilt from cold wherever it holds less than cold says it should: per
+    weekly index, the documents warm counts against the rows cold marked synced for that
+    week and still within the warm retention (older ones sank to cold on purpose). A week
+    that came up short — an embedded API server restarted empty, an index lost or wiped
+    while a crawl went on — is re-indexed from cold (by ``_id``: idempotent)."""
     layout = comps.runtime.layout
+    family = layout.alias("url_dedup")
+    retention = timedelta(days=comps.runtime.settings.warm_retention_days)
     try:
-        await comps.es.indices.refresh(index=f"{layout.alias('url_dedup')}-*",
-                                       ignore_unavailable=True)
-        count = (await comps.es.count(index=f"{layout.alias('url_dedup')}-*",
-                                      ignore_unavailable=True, allow_no_indices=True))["count"]
+        await comps.es.indices.refresh(index=f"{family}-*", ignore_unavailable=True,
+                                       allow_no_indices=True)
+        agg = await comps.es.search(index=f"{family}-*", size=0, ignore_unavailable=True,
+                                    allow_no_indices=True,
+                                    aggs={"weeks": {"terms": {"field": "_index", "size": 1000}}})
     except Exception as e:
         return f"warm unavailable ({type(e).__name__}); backfill later"
-    if count:
-        return f"warm holds {count} documents"
+    in_warm = {b["key"].rsplit("-", 1)[-1]: int(b["doc_count"])
+               for b in agg.get("aggregations", {}).get("weeks", {}).get("buckets", [])}
     async with comps.pool.connection() as conn:
-        await conn.execute("UPDATE url_state SET warm_synced_at = NULL "
-                           "WHERE warm_synced_at IS NOT NULL")
+        rows = await (await conn.execute(
+            "SELECT to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') AS week, count(*) "
+            "FROM url_state WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
+            "AND GREATEST(last_access, last_crawled) >= now() - %s GROUP BY 1",
+            (retention,))).fetchall()
+        short = sorted(week for week, expected in rows if in_warm.get(week, 0) < expected)
+        if not short:
+            return f"warm holds {sum(in_warm.values())} documents, as cold expects"
+        await conn.execute(
+            "UPDATE url_state SET warm_synced_at = NULL WHERE warm_synced_at IS NOT NULL "
+            "AND last_crawled IS NOT NULL "
+            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s)", (short,))
     stats = await demote(comps.pool, comps.es, layout)
-    return f"re-indexed {stats.rows} URLs" + (f" ({stats.error})" if stats.error else "")
+    return (f"re-indexed {stats.rows} URLs of {len(short)} short week(s) "
+            f"({', '.join(short)})" + (f" ({stats.error})" if stats.error else ""))
 
 
 async def recover(comps: Components) -> RecoveryReport:
@@ -119,7 +139,8 @@ async def recover(comps: Components) -> RecoveryReport:
         result = await fn()
         report.steps.append(StepResult(name, time.monotonic() - s0, describe(result)))
 
-    await step("reclaim expired leases", comps.frontier.reclaim, lambda n: f"{n} tasks")
+    await step("reclaim expired leases",  # and those of runs that stopped beating
+               lambda: comps.frontier.reclaim(dead_after=DEAD_AFTER), lambda n: f"{n} tasks")
     await step("rebuild hot ready queues", lambda: rebuild_queues(comps), lambda n: f"{n} tasks")
     report.resumed_after_s = time.monotonic() - t0
     await step("restore sessions", lambda: restore_sessions(comps), lambda n: f"{n} sources")
@@ -127,6 +148,6 @@ async def recover(comps: Components) -> RecoveryReport:
                lambda r: f"{r.rows} rows from {r.files} files")
     await step("rebuild Bloom filter", lambda: rebuild_bloom(comps),
                lambda n: f"{n} URLs" if n else "already complete")
-    await step("re-index warm if empty", lambda: reindex_warm_if_empty(comps), str)
+    await step("re-index warm where short of cold", lambda: reindex_warm(comps), str)
     report.seconds = time.monotonic() - t0
     return report

@@ -74,7 +74,7 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         report = await recover(comps)
         names = [s.name for s in report.steps]
         assert names == ["reclaim expired leases", "rebuild hot ready queues", "restore sessions",
-                         "drain spool", "rebuild Bloom filter", "re-index warm if empty"]
+                         "drain spool", "rebuild Bloom filter", "re-index warm where short of cold"]
         assert await comps.bloom.is_ready()
         assert sum([await comps.redis.zcard(ready_key(s.id)) for s in sources.sources]) > 0
         assert await comps.bloom.contains([fingerprint(u) for u in known]) == [True] * len(known)

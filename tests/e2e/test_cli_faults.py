@@ -1,0 +1,84 @@
+"""Bad settings and unreachable tiers as a user meets them: one clear line naming what is
+wrong, exit 1, and never a password on screen or in the logs, whatever form it is in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import cli
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "hunter2x"
+# Every tier configured, none answering (port 1), each with its password in another form.
+UNREACHABLE = {
+    "STRATACRAWL_DATABASE_URL": f"host=127.0.0.1 port=1 user=u password={SECRET} dbname=x",
+    "STRATACRAWL_REDIS_URL": f"redis://127.0.0.1:1/0?password={SECRET}",
+    "STRATACRAWL_ELASTICSEARCH_URL": f"http://crawler:{SECRET}@127.0.0.1:1",
+    "STRATACRAWL_CONNECT_TIMEOUT_S": "1",
+}
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATACRAWL_")}
+    return {**env, **UNREACHABLE, "STRATACRAWL_STATE_DIR": str(tmp_path / "state"), **extra}
+
+
+def _sources(tmp_path: Path) -> Path:
+    path = tmp_path / "sources.yaml"
+    path.write_text(yaml.safe_dump({"sources": [
+        {"id": "news", "seeds": ["https://news.example/"], "rate": 1}]}))
+    return path
+
+
+def test_doctor_and_services_status_never_show_a_password(tmp_path: Path) -> None:
+    doctor = cli("doctor", env=_env(tmp_path), timeout=120)
+    out = doctor.stdout + doctor.stderr
+    assert doctor.returncode == 1, out
+    assert SECRET not in out
+    for tier in ("Redis", "Elasticsearch", "PostgreSQL"):
+        assert f"✗ {tier}" in out, out
+    assert "password=***" in out and "crawler:***@" in out
+    status = cli("services", "status", env=_env(tmp_path))
+    assert status.returncode == 0, status.stderr
+    assert SECRET not in status.stdout + status.stderr and "password=***" in status.stdout
+
+
+@pytest.mark.parametrize("command", [["crawl", "--sources"], ["recover"], ["clean"]])
+def test_unreachable_postgres_is_one_line_not_a_traceback(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    sources = str(_sources(tmp_path))
+    args = [*command, sources] if command[-1] == "--sources" else command
+    result = cli(*args, env=_env(tmp_path, STRATACRAWL_LOG_LEVEL="DEBUG",
+                                 STRATACRAWL_SOURCES=sources), timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "Traceback" not in out, out
+    assert SECRET not in out  # debug logs included
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "PostgreSQL" in errors[0], out
+
+
+def test_a_malformed_database_url_is_refused_not_defaulted(tmp_path: Path) -> None:
+    """It was once read as "no database named": the schema went into libpq's default."""
+    env = _env(tmp_path, STRATACRAWL_DATABASE_URL=f"host=127.0.0.1 user=u password={SECRET}")
+    result = cli("crawl", "--sources", str(_sources(tmp_path)), env=env, timeout=120)
+    assert result.returncode == 1
+    assert "names no database" in result.stderr and SECRET not in result.stderr, result.stderr
+    assert "schema migrated" not in result.stderr
+
+
+def test_bad_sources_files_get_one_clear_problem_each(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("sources:\n  - id: café\n".encode("latin-1"))
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    for path, problem in ((latin1, "not UTF-8"), (empty, "the list is empty")):
+        for args in (["sources", "validate", str(path)], ["crawl", "--sources", str(path)]):
+            result = cli(*args, env=_env(tmp_path))
+            out = result.stdout + result.stderr
+            assert result.returncode == 1 and problem in out and "Traceback" not in out, out
