@@ -31,6 +31,7 @@ from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
 from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.gctune import tune_gc
+from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.malloc import pin_mmap_threshold
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
@@ -59,6 +60,8 @@ class CrawlReport:
     demoted: int = 0          # URL states indexed in warm during the run
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # every request
     active: dict[Any, str] = field(default_factory=dict)  # the worker's running batches
+    # sources 429s slowed down: id -> (effective rate, seconds still held by Retry-After)
+    throttled: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """What one crawl did, as JSON (``crawl --json``; the load test merges workers)."""
@@ -78,6 +81,8 @@ class CrawlReport:
                 "flush_seconds": round(self.writer.flush_seconds, 3) if self.writer else 0.0,
                 "queued": self.discovery.queued, "demoted": self.demoted,
                 "reasons": dict(reasons), "retries": dict(retries),
+                "throttled": {k: {"rate": round(r, 3), "held_s": round(h, 1)}
+                              for k, (r, h) in self.throttled.items()},
                 "latency": self.latency.to_json()}
 
     @property
@@ -303,7 +308,13 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             demote_every = comps.runtime.settings.demote_every_s
             next_demotion = time.monotonic() + demote_every if demote_every else math.inf
             next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
+            next_rates = 0.0
+            rates = {s.id: s.rate for s in sources.sources}
             while not stop.is_set():
+                if time.monotonic() >= next_rates:  # what 429s did to the sources' pace
+                    next_rates = time.monotonic() + 1.0
+                    with contextlib.suppress(Exception):  # Redis away: shown next time
+                        report.throttled = await effective_rates(comps.redis, rates)
                 if time.monotonic() >= next_demotion:  # committed fetches → warm
                     next_demotion = time.monotonic() + demote_every
                     report.demoted += (await demote_safe(comps, max_rounds=1)).rows

@@ -23,12 +23,10 @@ import time
 
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.scripts import script
+from stratacrawl.hot.throttle import DECREASE, MIN_FACTOR, RECOVERY_PER_S, effective_rates, throttle_key
 
 LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
 MAX_LATE_TURNS = 3
-DECREASE = 0.5            # effective rate x this on a 429 burst
-MIN_FACTOR = 1 / 64       # never below this share of the configured rate
-RECOVERY_PER_S = 0.005    # + 0.5 % of the configured rate a second: 1/8 → 1 in ~3 minutes
 MIN_CUT_GAP_S = 1.0       # decreases at least this far apart (one burst, one decrease)
 HOLD_WAIT_S = 10.0        # a Retry-After hold this short is waited out; longer: tasks wait
 SLOT_TTL_S = 15.0         # a slot not renewed for this long is free again
@@ -49,10 +47,6 @@ def pace_key(source_id: str) -> str:
 
 def slots_key(source_id: str) -> str:
     return f"sc:{{{source_id}}}:slots"
-
-
-def throttle_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:throttle"
 
 
 def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> float:
@@ -111,22 +105,8 @@ class Politeness:
         return float(factor)
 
     async def effective_rates(self, rates: dict[str, float]) -> dict[str, tuple[float, float]]:
-        """Per source: (effective rate now, seconds it is still held) — only sources that
-        are throttled or held; the others send at their configured rate."""
-        ids = list(rates)
-        keys = [throttle_key(s) for s in ids]
-        rows = await asyncio.gather(*(self.redis.hmget(k, "factor", "at", "hold")
-                                      for k in keys))
-        now = time.time()
-        out: dict[str, tuple[float, float]] = {}
-        for source_id, (factor, at, hold) in zip(ids, rows, strict=True):
-            if factor is None:
-                continue
-            f = min(1.0, float(factor) + (now - float(at)) * RECOVERY_PER_S)
-            held = max(0.0, float(hold or 0) - now)
-            if f < 1.0 or held > 0:
-                out[source_id] = (rates[source_id] * f, held)
-        return out
+        """See :func:`stratacrawl.hot.throttle.effective_rates`."""
+        return await effective_rates(self.redis, rates)
 
     async def acquire_slot(self, source_id: str, holder: str, limit: int,
                            ttl_s: float = SLOT_TTL_S) -> bool:

@@ -27,6 +27,8 @@ class SnapshotCollector(Collector):
 
     def __init__(self) -> None:
         self.snapshot: dict[str, SourceMetrics] = {}
+        # per source: (configured rate, effective rate, seconds still held by Retry-After)
+        self.rates: dict[str, tuple[float, float, float]] = {}
 
     def collect(self) -> Iterator[Metric]:
         lag = GaugeMetricFamily(FAMILIES[0], "Age of the oldest due, unclaimed task",
@@ -61,7 +63,16 @@ class SnapshotCollector(Collector):
             retry.add_metric([sid], _none(w.retry_ratio))
             done.add_metric([sid, "0.5"], _none(m.completion_p50_s))
             done.add_metric([sid, "0.99"], _none(m.completion_p99_s))
-        yield from (lag, due, success, latency, backlog, ingest, retry, done)
+        rate = GaugeMetricFamily("stratacrawl_rate_per_second", "Requests/s a source may get: "
+                                 "configured, and effective (lowered by 429s)",
+                                 labels=["source", "kind"])
+        held = GaugeMetricFamily("stratacrawl_source_held_seconds",
+                                 "Seconds a Retry-After still holds the source", labels=["source"])
+        for sid, (configured, effective, hold) in sorted(self.rates.items()):
+            rate.add_metric([sid, "configured"], configured)
+            rate.add_metric([sid, "effective"], effective)
+            held.add_metric([sid], hold)
+        yield from (lag, due, success, latency, backlog, ingest, retry, done, rate, held)
 
 
 def registry() -> tuple[CollectorRegistry, SnapshotCollector]:

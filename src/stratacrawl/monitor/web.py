@@ -22,6 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from stratacrawl.cold.alerts import Alert, open_alerts
 from stratacrawl.components import Components
+from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.live import LiveMetrics
@@ -40,6 +41,14 @@ def _age(epoch: float | None, now: float) -> str:
     s = now - epoch
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else \
         f"{s / 3600:.1f} h ago"
+
+
+def _rate(configured: float, effective: float, held_s: float) -> str:
+    if held_s > 0:
+        return f"held {held_s:.0f} s (Retry-After) · {effective:.3g} of {configured:.3g}"
+    if effective < configured:
+        return f"<span class='warn'>{effective:.3g}</span> of {configured:.3g} (429s)"
+    return f"{configured:.3g}"
 
 
 def status(m: SourceMetrics, alerts: list[Alert]) -> tuple[str, str]:
@@ -95,8 +104,15 @@ class OpsApp:
 
     async def metrics(self, _: web.Request) -> web.Response:
         self.collector.snapshot = await collect(self.comps, self.sources.ids)
+        self.collector.rates = await self._rates()
         return web.Response(body=generate_latest(self.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _rates(self) -> dict[str, tuple[float, float, float]]:
+        """Per source: configured rate, effective rate (429s lower it), seconds held."""
+        configured = {s.id: s.rate for s in self.sources.sources}
+        throttled = await effective_rates(self.comps.redis, configured)
+        return {sid: (rate, *throttled.get(sid, (rate, 0.0))) for sid, rate in configured.items()}
 
     async def _validations(self) -> dict[str, tuple[bool, str, str | None]]:
         async with self.comps.pool.connection() as conn:
@@ -110,6 +126,7 @@ class OpsApp:
         metrics = await collect(self.comps, self.sources.ids)
         alerts = await open_alerts(self.comps.pool)
         checks = await self._validations()
+        rates = await self._rates()
         rows = []
         for sid in self.sources.ids:
             m, mine = metrics[sid], [a for a in alerts if a.source_id == sid]
@@ -124,6 +141,7 @@ class OpsApp:
                 f"</a></td><td class='status {css}'>{label}</td>"
                 f"<td class='success'>{'-' if rate is None else f'{rate:.1%}'}</td>"
                 f"<td class='requests'>{m.window.requests}</td>"
+                f"<td class='rate'>{_rate(*rates[sid])}</td>"
                 f"<td class='backlog'>{m.ledger_backlog}</td><td class='hot'>{m.hot_backlog}</td>"
                 f"<td class='last-success'>{_age(m.last_success_at, now)}</td>"
                 f"<td class='alerts'>{len(mine)}</td><td class='validation'>{check_html}</td></tr>")
@@ -132,7 +150,8 @@ class OpsApp:
             f"{escape(a.kind)} {escape(a.source_id or '')}: {escape(a.message)} "
             f"<small>{a.raised_at:%H:%M:%S}</small></li>" for a in alerts)
         body = ("<table><tr><th>source</th><th>status</th><th>success (5 min)</th>"
-                "<th>requests (5 min)</th><th>backlog</th><th>hot window</th><th>last success</th>"
+                "<th>requests (5 min)</th><th>rate /s (effective of configured)</th>"
+                "<th>backlog</th><th>hot window</th><th>last success</th>"
                 "<th>open alerts</th><th>last validation</th></tr>" + "".join(rows) + "</table>"
                 f"<h2>Open alerts ({len(alerts)})</h2><ul>{alert_rows or '<li>none</li>'}</ul>")
         return _page("Stratacrawl ops", body)

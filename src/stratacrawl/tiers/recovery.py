@@ -9,9 +9,9 @@ ready, so it is never wrong meanwhile), then warm wherever it holds less than co
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from stratacrawl.components import Components

@@ -13,6 +13,7 @@ from stratacrawl.components import Components
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.frontier.links import canonical_link
+from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import Behaviour, SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.spec import SourceSpec
@@ -165,6 +166,14 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     assert 0 < too_many <= 0.25 * stats["counts"]["requests"], stats["counts"]
     effective = await Politeness(redis=comps.redis).effective_rates({sid: 40.0})
     assert effective and effective[sid][0] < 20.0  # still well under the configured 40/s
+    assert report.to_json()["throttled"][sid]["rate"] < 40.0  # shown in crawl --json
+    ops = OpsApp(comps, sources_for(storm, rate=40.0))
+    metrics = (await ops.metrics(None)).body.decode()  # type: ignore[arg-type]
+    line = next(ln for ln in metrics.splitlines() if ln.startswith(
+        "stratacrawl_rate_per_second") and 'kind="effective"' in ln)
+    assert float(line.rsplit(" ", 1)[1]) < 20.0
+    page = (await ops.index(None)).text  # type: ignore[arg-type]
+    assert "(429s)" in page and "of 40" in page
     async with comps.pool.connection() as conn:
         left = (await (await conn.execute(
             "SELECT count(*) FROM tasks WHERE source_id = %s AND state IN "
