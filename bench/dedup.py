@@ -3,7 +3,7 @@
 Baseline (same run, same Redis): scrapy-redis' approach, a Redis SET of SHA1
 fingerprints (``SADD`` per URL, pipelined in the same batches).
 At 10 M known URLs the Bloom filter and PostgreSQL hold all of them; the warm
-emulator holds a sample (see ``warm_docs``) — DESIGN.md: ~7 KB of RAM per document.
+emulator holds a sample (see ``warm_docs``) — it holds ~7 KB of RAM per document.
 """
 
 from __future__ import annotations

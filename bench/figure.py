@@ -1,4 +1,5 @@
-"""One measured figure in the STYLE.md rule 11 format."""
+"""One measured figure as ``stratacrawl bench NAME --json`` prints it: the value, its
+baseline from the same run, their ratio."""
 
 from __future__ import annotations
 

@@ -32,12 +32,12 @@ def run(quick: bool = False) -> Iterator[Figure]:
     extra = {"workers": cfg.workers, "sources": cfg.sources, "minutes": cfg.minutes,
              "via": cfg.via, "report": str(md)}
     yield Figure("loadtest", "loadtest_pages_per_s", f["loadtest_pages_per_s"], "1/s",
-                 SEED_FIGURES["pages_per_s"], "seed 002: 1,500 pages/s over 3 nodes",
+                 SEED_FIGURES["pages_per_s"], "reference deployment: 1,500 pages/s over 3 nodes",
                  extra={**extra, "window_s": f["window_s"],
                         "mean_latency_ms": f["mean_latency_ms"],
                         "p99_latency_ms": f["p99_latency_ms"]})
     yield Figure("loadtest", "loadtest_success_rate", f["loadtest_success_rate_excl_injected"],
-                 "ratio", SEED_FIGURES["success_rate"], "seed 002: 99.2 %", extra=extra)
+                 "ratio", SEED_FIGURES["success_rate"], "reference deployment: 99.2 %", extra=extra)
     yield Figure("loadtest", "loadtest_duplicate_fetches", f["loadtest_duplicate_fetches"], "1",
                  None, None, extra=extra)
     yield Figure("loadtest", "loadtest_rate_violations", f["loadtest_rate_violations"], "1",

@@ -1,5 +1,5 @@
 """Connection blocks. Each holds configuration only and turns it into core settings;
-the core builds the clients (STYLE.md: a block holds configuration and builds clients)."""
+the core builds the clients (a block holds configuration; the core builds clients from it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""compensation (nightly, seed 002 §5.2 level 3): overdue tasks re-scheduled, parked
+"""compensation (nightly, level-3 retries): overdue tasks re-scheduled, parked
 batches released, expired leases reclaimed; a report per source."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""inspection (weekly, seed 002 §6.4): success trends, backlog growth, table growth and a
+"""inspection (weekly): success trends, backlog growth, table growth and a
 disk forecast, worker balance, retries; a Markdown artifact and a file."""
 
 from __future__ import annotations

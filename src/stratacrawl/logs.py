@@ -1,4 +1,4 @@
-"""Structured logs (seed 002 §6.3): every record carries its context — source, task,
+"""Structured logs: every record carries its context — source, task,
 batch, URL hash, trace id, latency, status, error — as ``key=value`` pairs after the
 message, so a line is searchable without a log pipeline. Pass context with ``extra=``."""
 

@@ -113,7 +113,7 @@ Extract = Annotated[ArticleExtract | RulesExtract | JsonExtract, Field(discrimin
 
 
 class AlertThresholds(_Strict):
-    """When a source's alerts fire (seed 002 §6.2 defaults); a condition must hold for
+    """When a source's alerts fire (defaults below); a condition must hold for
     ``STRATACRAWL_ALERT_HOLD_S`` (3 minutes) before it fires."""
 
     success_alert: Annotated[float, Field(gt=0, le=1)] = 0.98      # below: P2

@@ -1,4 +1,4 @@
-"""Format anomalies: a sudden rise in a source's format errors (seed 002 §5.2 — the site
+"""Format anomalies: a sudden rise in a source's format errors (the site
 redesign that still answers 200 and silently yields empty fields).
 
 The rate of the last hour is compared with the rate of the 24 hours before it: an

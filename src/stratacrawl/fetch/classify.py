@@ -1,4 +1,4 @@
-"""What a fetch outcome means for retries: decided once, here (DESIGN.md, seed 002 §5.2).
+"""What a fetch outcome means for retries: decided once, here.
 
 - level 1 (in the fetcher): connect/read timeouts, resets and 5xx; at most 2 retries;
 - never retried: 4xx except 408/429, oversized or wrong-type content, robots-disallowed;

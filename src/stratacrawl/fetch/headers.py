@@ -1,4 +1,4 @@
-"""Browser-like request headers with a rotating User-Agent (seed 002 §3.3, item 6)."""
+"""Browser-like request headers with a rotating User-Agent."""
 
 from __future__ import annotations
 

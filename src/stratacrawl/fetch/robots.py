@@ -2,7 +2,7 @@
 
 The text is cached in Redis (``sc:robots:<origin>``, 1 h) so all workers share one
 fetch, and parsed with Protego once per process. 4xx means no rules; a 5xx or a
-timeout means "not now": the source is paused (seed 002: a failing robots.txt is no
+timeout means "not now": the source is paused (a failing robots.txt is no
 licence to crawl).
 """
 
@@ -24,7 +24,7 @@ from stratacrawl.hot.client import HotRedis
 from stratacrawl.urls import check_target
 
 TTL_S = 3600
-RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page (DESIGN.md)
+RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page
 UNAVAILABLE = "\x00unavailable"
 MAX_ROBOTS_BYTES = 512 * 1024
 

@@ -1,9 +1,9 @@
 """A fetch worker: batches of one source, serial within a batch, concurrent across batches.
 
 Each batch holds one of its source's cluster-wide concurrency slots; every request waits
-its turn on the source's shared pace. Results become ledger outcomes (DESIGN.md retry
-rules) and staging rows, handed to the staging writer; a batch with more than half its
-tasks failed goes to the level-2 delay queue (15 minutes).
+its turn on the source's shared pace. Results become ledger outcomes (the retry rules of
+``fetch/classify.py``) and staging rows, handed to the staging writer; a batch with more
+than half its tasks failed goes to the level-2 delay queue (15 minutes).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class FetchWorker:
             await self.c.redis.set(self._session_key(source_id), json.dumps(jar), ex=SESSION_TTL_S)
 
     async def close(self) -> None:
-        """Close every session on every path (seed 000 §6.2); cookies go to cold for recovery."""
+        """Close every session on every path; cookies go to cold for recovery."""
         rows = []
         for source_id, client in list(self.clients.items()):
             jar = {c.name: c.value for c in client.cookies.jar if c.value is not None}

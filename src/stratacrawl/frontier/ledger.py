@@ -200,11 +200,12 @@ class Ledger:
 
     async def reclaim_expired(self, dead_after: timedelta | None = None,
                               ) -> list[tuple[str, int]]:
-        """Expired leases go back to PENDING — and, with ``dead_after``, the leases of runs
-        that ended or whose heartbeat (``crawl_runs``) is older than that, whatever their
-        expiry; returns (source, id) of each reclaimed task."""
+        """Expired leases go back to PENDING, and so do those of runs that ended (they
+        said so in ``crawl_runs``) — and, with ``dead_after``, of runs whose heartbeat is
+        older than that, whatever their expiry; returns (source, id) of each task."""
+        stale = "OR heartbeat_at < now() - %s" if dead_after is not None else ""
         dead = ("OR lease_owner IN (SELECT run_id FROM crawl_runs WHERE ended_at IS NOT NULL "
-                "OR heartbeat_at < now() - %s)") if dead_after is not None else ""
+                f"{stale})")
         async with self.pool.connection() as conn:
             # SKIP LOCKED: every worker reclaims at the same moment (a dead worker's
             # leases expire together); two plain UPDATEs locking the same rows in

@@ -3,7 +3,7 @@
 Workers report their queue depth and latency in a heartbeat (``sc:workers``); a
 worker's share of the batches in flight follows ``(1 / latency) / (1 + depth)``
 relative to the others, so a slow or backed-up worker takes less and none idles
-while another drowns (seed 002 §3.4). Sources are ordered by their best ready task
+while another drowns. Sources are ordered by their best ready task
 (urgent first, then the longest due).
 """
 

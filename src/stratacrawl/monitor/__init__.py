@@ -1,3 +1,3 @@
-"""Monitoring (seed 002 §6, §9): live counters and request traces in hot, the seven
+"""Monitoring: live counters and request traces in hot, the seven
 metric families, alert rules with levels and hold times, anomaly snapshots, the weekly
 inspection, and the ops page."""

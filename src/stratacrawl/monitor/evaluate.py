@@ -1,4 +1,4 @@
-"""Alert evaluation: findings must hold for ``hold_s`` before they fire (seed 002 §9: three
+"""Alert evaluation: findings must hold for ``hold_s`` before they fire (three
 minutes), fire once, and resolve when they clear. Pending conditions live in hot (shared
 by every evaluator); fired alerts in cold, with an anomaly snapshot; each change is also
 logged and handed to ``emit`` (the flows pass Prefect's ``emit_event``, so automations and

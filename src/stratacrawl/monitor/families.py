@@ -1,4 +1,4 @@
-"""The seven metric families of seed 002 §6.1, per source, from hot (live counters) and
+"""The seven metric families, per source, from hot (live counters) and
 cold (ledger, staging, records):
 
 1. scheduling lag — due but unclaimed tasks and the age of the oldest;

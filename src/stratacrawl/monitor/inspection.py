@@ -1,4 +1,4 @@
-"""The weekly inspection (seed 002 §6.4): trends nobody sees day to day.
+"""The weekly inspection: trends nobody sees day to day.
 
 7-day success trend per source, backlog growth (tasks created vs finished per day), table
 growth and a disk forecast (sizes kept from each inspection), worker balance (pages per

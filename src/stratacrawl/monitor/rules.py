@@ -1,6 +1,6 @@
 """Alert rules: pure functions from a source's metrics to findings with a level.
 
-Levels (seed 002 §9): P0 data stopped, P1 part of the pipeline failing, P2 degradation,
+Levels: P0 data stopped, P1 part of the pipeline failing, P2 degradation,
 P3 risk. Thresholds come from the source (``alerts:`` in sources.yaml); holding and
 firing are the evaluator's job.
 """

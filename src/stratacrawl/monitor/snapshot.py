@@ -1,4 +1,4 @@
-"""Anomaly snapshots (seed 002 §6.3): when an alert fires, what the source looked like —
+"""Anomaly snapshots: when an alert fires, what the source looked like —
 active tasks, connection pool states, queue lengths, the last 100 errors — is kept in
 PostgreSQL and linked from the alert, so the on-call engineer starts from facts."""
 

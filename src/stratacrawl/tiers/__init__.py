@@ -1,2 +1,2 @@
 """Tier movement: demotion to warm, hot eviction, warm → cold sinking, lookups across
-tiers, recovery after a loss, and compensation of stuck work (seed 000)."""
+tiers, recovery after a loss, and compensation of stuck work."""

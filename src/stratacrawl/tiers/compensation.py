@@ -1,4 +1,4 @@
-"""Compensation (seed 002 §5.2, level 3): the nightly sweep for work that slipped.
+"""Compensation (level-3 retries): the nightly sweep for work that slipped.
 
 - expired leases go back to the queue (a worker died mid-batch);
 - tasks overdue by more than the threshold are re-scheduled now, one priority up (their

@@ -1,4 +1,4 @@
-"""Recovery (seed 000 §5): idempotent, safe at any time, each step timed.
+"""Recovery: idempotent, safe at any time, each step timed.
 
 Cold is the truth; hot and warm are rebuilt from it. Order matters for how fast work
 resumes: leases and ready queues first (fetching resumes), then sessions and the spool,

@@ -1,4 +1,4 @@
-"""Nightly sinking (seed 000 §4): what nobody touched leaves the faster tiers.
+"""Nightly sinking: what nobody touched leaves the faster tiers.
 
 Steps, each idempotent:
 1. backfill demotion (URL state that missed warm while Elasticsearch was away);

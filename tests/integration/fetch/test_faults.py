@@ -1,10 +1,13 @@
-"""Faults: PostgreSQL stopped mid-crawl, and kill -9 of the crawl process."""
+"""Faults: PostgreSQL stopped mid-crawl, the Elasticsearch API killed mid-crawl, and kill -9
+of the crawl process."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,11 +20,12 @@ from stratacrawl.components import Components, open_components
 from stratacrawl.crawl import crawl
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Endpoints
-from stratacrawl.services.embedded import EmbeddedPostgres
+from stratacrawl.services.embedded import EmbeddedPostgres, free_port
 from stratacrawl.services.resolve import _ensure_database
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.tiers.recovery import recover
 from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
 
@@ -109,3 +113,68 @@ async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
         await crawl(comps, sources_for(specs, rate=50.0), until_idle=True, seconds=180,
                     flush_s=0.3)
         await _assert_consistent(comps, st.sim.truth())
+
+
+def _start_es_api(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """The Elasticsearch-API server on a fixed port (so a restart answers at the same URL)."""
+    from osmem_server import resolve_binary
+
+    out = open(log, "ab")
+    proc = subprocess.Popen([resolve_binary(), "--addr", f"127.0.0.1:{port}",
+                             "--no-stdin-watch", "--no-ja"], stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the Elasticsearch API did not start; see {log}")
+
+
+async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings,
+                                                              tmp_path: Path) -> None:
+    """kill -9 of the Elasticsearch API mid-crawl: the crawl goes on (dedup from hot and
+    cold), nothing is lost or staged twice; it comes back empty, and recovery re-indexes
+    warm from cold until it holds what cold says it should."""
+    port = free_port()
+    es = _start_es_api(port, tmp_path / "es.log")
+    try:
+        s = settings.model_copy(update={"elasticsearch_url": f"http://127.0.0.1:{port}",
+                                        "es_plain_json": True})
+        rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "",
+                                  s.database_url or "", frozenset()))
+        await rt.prepare()
+        specs = small_site(2, 160, backlog=60)
+        with SimulatorThread(specs) as st:
+            async with open_components(rt) as c:
+                run = asyncio.create_task(crawl(c, sources_for(specs, rate=15.0),
+                                                until_idle=True, seconds=180, flush_s=0.3))
+                deadline = time.monotonic() + 60
+                while await _staged_count(c) < 20 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)
+                es.kill()                                  # warm goes away mid-crawl
+                es.wait(10)
+                report = await run
+                assert report.fetched > 20
+                await _assert_consistent(c, st.sim.truth())
+                es = _start_es_api(port, tmp_path / "es.log")  # back, and empty
+                await rt.prepare()
+                step = next(x for x in (await recover(c)).steps
+                            if x.name.startswith("re-index warm"))
+                assert step.result.startswith("re-indexed"), step.result
+                index = f"{rt.layout.alias('url_dedup')}-*"
+                await c.es.indices.refresh(index=index)
+                async with c.pool.connection() as conn:
+                    synced = (await (await conn.execute(
+                        "SELECT count(*) FROM url_state WHERE warm_synced_at IS NOT NULL"
+                    )).fetchone())[0]
+                    unsynced = (await (await conn.execute(
+                        "SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL AND "
+                        "warm_synced_at IS NULL")).fetchone())[0]
+                assert unsynced == 0 and synced > 20
+                assert (await c.es.count(index=index))["count"] == synced
+    finally:
+        es.kill()
+        es.wait(10)

@@ -1,4 +1,4 @@
-"""The retry rules of DESIGN.md, as outcomes of fetch results."""
+"""The retry rules, as outcomes of fetch results."""
 
 from datetime import UTC, datetime, timedelta
 
