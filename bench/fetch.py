@@ -34,6 +34,7 @@ from stratacrawl.frontier.tasks import NewTask, TaskState
 from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.staging.rows import COLUMNS, TYPES, StagedFetch, ensure_partitions, make_row
 from stratacrawl.staging.writer import StagingWriter
+from stratacrawl.tuning import tune_crawl_process
 
 SOURCES = 20
 OVERSIZED_RATE = 0.01   # share of 1-5 MB item pages in the RSS crawl
@@ -56,6 +57,7 @@ async def _crawl(rt: Any, sources: Any, window_s: float) -> dict[str, float]:
         samples.append((time.monotonic(), report.writer.landed if report.writer else 0,
                         report.discovery.queued))
 
+    tune_crawl_process()  # as `stratacrawl crawl` does
     async with bench_components(rt) as c:
         t0 = time.monotonic()
         report = await crawl(c, sources, until_idle=True, seconds=STARTUP_LIMIT_S + window_s,

@@ -19,6 +19,7 @@ from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.crawl import crawl
+from stratacrawl.tuning import tune_crawl_process
 
 SOURCES = 10
 
@@ -26,6 +27,7 @@ SOURCES = 10
 async def _once(rt: Any, sources: Any, seconds: float) -> float:
     """Pages landed per second over a fixed time (a whole crawl's tail — a slow trap page
     fetched last — would swamp the difference being measured)."""
+    tune_crawl_process()  # as `stratacrawl crawl` does
     async with bench_components(rt) as c:
         t0 = time.monotonic()
         report = await crawl(c, sources, until_idle=False, seconds=seconds)

@@ -10,6 +10,7 @@ from prefect import flow
 from flows.common import publish, runtime
 from stratacrawl.clean.cleaner import Cleaner, clean_staged
 from stratacrawl.sources import load_sources
+from stratacrawl.tuning import tune_long_running
 
 
 @flow(name="cleaning", log_prints=True)
@@ -20,6 +21,7 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
     """Clean for ``minutes`` at most (``follow``: keep waiting for new pages until then,
     beside running fetches); with ``reclean_source`` and ``reclean_day``, re-clean
     that source-day first (after a rule fix: records are replaced, never duplicated)."""
+    tune_long_running()
     async with runtime(sources=sources_file) as (rt, comps):
         sources = load_sources(rt.settings.sources)
         reset = 0

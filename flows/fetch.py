@@ -8,6 +8,7 @@ from flows.common import publish, runtime
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
 from stratacrawl.sources import load_sources
+from stratacrawl.tuning import tune_crawl_process
 
 
 @flow(name="fetch", log_prints=True)
@@ -17,6 +18,7 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
     """One worker's fetch run: ``minutes`` at most, or until nothing is due. ``worker_id``
     names its leases and staging rows (default: random); ``json_lines`` prints the
     progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
+    tune_crawl_process()
     async with runtime(sources=sources_file) as (rt, comps):
         report = CrawlReport()
         run = crawl(comps, load_sources(rt.settings.sources), until_idle=until_idle,

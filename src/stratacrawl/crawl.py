@@ -30,9 +30,7 @@ from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
 from stratacrawl.frontier.tasks import NewTask
-from stratacrawl.gctune import tune_gc
 from stratacrawl.hot.throttle import effective_rates
-from stratacrawl.malloc import pin_mmap_threshold
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import Source, SourcesFile
@@ -282,8 +280,6 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     ``report`` (if given) is filled in as the crawl goes."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
     run_id = new_run_id(worker_id)  # leases, slots and heartbeat: this process's, not the name's
-    pin_mmap_threshold()  # page bodies of 1-5 MB must not fragment the heap
-    tune_gc()  # no full collections pausing the loop every few seconds
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)

@@ -31,7 +31,7 @@ from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
 from stratacrawl.errors import FormatError, InvalidURL
-from stratacrawl.gctune import tune_gc
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.client import mget as hot_mget
 from stratacrawl.sources import Source, SourcesFile
@@ -153,8 +153,8 @@ class Cleaner:
     async def _clean(self, claimed: list[_Claimed],
                      stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None]]]:
         bodies = [self._zstd.decompress(c.body) if c.body else b"" for c in claimed]
-        keys = [f"sc:pc:{{{c.source_id}}}:{self._rules_key[c.source_id]}:"
-                f"{hashlib.blake2b(b, digest_size=16).hexdigest()}"
+        keys = [hot_keys.parse_cache(c.source_id, self._rules_key[c.source_id],
+                                     hashlib.blake2b(b, digest_size=16).hexdigest())
                 for c, b in zip(claimed, bodies, strict=True)]
         cached = await self._cache_get(keys)
         fresh: dict[str, str] = {}
@@ -271,7 +271,6 @@ async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
                        source_ids: list[str] | None = None, batch_size: int = 200,
                        follow: bool = False) -> CleanReport:
     """One cleaning run: clean what is staged, then look for format anomalies."""
-    tune_gc()
     cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
     stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
     ids = source_ids or sources.ids

@@ -17,6 +17,7 @@ from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.progress import every, with_json_progress
 from stratacrawl.session import open_session
 from stratacrawl.sources import load_sources
+from stratacrawl.tuning import tune_crawl_process
 
 
 def report_table(report: CrawlReport) -> Table:
@@ -48,6 +49,7 @@ def crawl_cmd(
         fail(e)
 
     async def main() -> CrawlReport:
+        tune_crawl_process()
         report = CrawlReport()
         async with open_session(settings()) as comps:
             run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,

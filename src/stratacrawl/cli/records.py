@@ -16,6 +16,7 @@ from stratacrawl.errors import StratacrawlError
 from stratacrawl.export import export_records
 from stratacrawl.session import open_session
 from stratacrawl.sources import SourcesFile, load_sources
+from stratacrawl.tuning import tune_long_running
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 from stratacrawl.validate.suites import write_suites
 
@@ -70,6 +71,7 @@ def clean_cmd(
     when = _day(day) if day else None
 
     async def main() -> tuple[int, CleanReport]:
+        tune_long_running()
         async with open_session(settings()) as comps:
             reset = 0
             if reclean and source and when:

@@ -16,6 +16,7 @@ from stratacrawl.cli.common import console, fail
 from stratacrawl.sim import Simulator, build_specs
 from stratacrawl.sim.content import truth
 from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.tuning import tune_long_running
 
 app = typer.Typer(no_args_is_help=True, help="The site simulator: a realistic web on loopback.")
 
@@ -65,6 +66,7 @@ def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        tune_long_running()  # a full collection pausing the loop would bunch its arrivals
         await sim.start()
         if write_sources:
             document = yaml.safe_dump(sources_document(specs), sort_keys=False)

@@ -21,6 +21,7 @@ import asyncio
 import random
 import time
 
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.scripts import script
 from stratacrawl.hot.throttle import DECREASE, MIN_FACTOR, RECOVERY_PER_S, effective_rates, throttle_key
@@ -41,12 +42,8 @@ class SourceHeld(Exception):
         super().__init__(f"source held for {seconds:.1f} s (Retry-After)")
 
 
-def pace_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:pace"
-
-
-def slots_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:slots"
+pace_key = hot_keys.pace
+slots_key = hot_keys.slots
 
 
 def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> float:

@@ -20,6 +20,7 @@ from protego import Protego
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.fetch.tls import ssl_context
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.urls import check_target
 
@@ -81,7 +82,7 @@ class RobotsCache:
         hit = self._parsed.get(org)
         if hit and hit[0] > now:
             return hit[1], hit[2]
-        key = f"sc:robots:{org}"
+        key = hot_keys.robots(org)
         cached = await self.redis.get(key)
         if cached is None:
             try:

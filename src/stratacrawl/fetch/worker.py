@@ -31,6 +31,7 @@ from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, TaskState
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
@@ -115,7 +116,7 @@ class FetchWorker:
 
     # -- sessions -----------------------------------------------------------------------------
     def _session_key(self, source_id: str) -> str:
-        return f"sc:{{{source_id}}}:cookies"
+        return hot_keys.cookies(source_id)
 
     async def client_for(self, source: Source) -> SourceClient:
         client = self.clients.get(source.id)

@@ -21,6 +21,7 @@ import numpy as np
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import AskError, ResponseError
 
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis, is_cluster
 
 MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB; positions travel as uint32
@@ -100,7 +101,7 @@ class BloomFilter:
         self.name = name
 
     def key(self, shard: int) -> str:
-        return f"sc:bloom:{{{self.name}:{shard}}}"
+        return hot_keys.bloom_shard(self.name, shard)
 
     def positions(self, fingerprints: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(shard per URL, k positions per URL) by double hashing of the fingerprint."""
@@ -223,7 +224,7 @@ class BloomFilter:
     # -- readiness: a filter that lost its bits (Redis flushed) must not say "new" --------
     @property
     def ready_key(self) -> str:
-        return f"sc:bloom:{{{self.name}:0}}:ready"
+        return hot_keys.bloom_ready(self.name)
 
     async def is_ready(self) -> bool:
         """True when the filter holds every known URL (rebuilt, or nothing was known)."""

@@ -12,18 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.scripts import script
 
 BAND = 1e10
 
 
-def ready_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:ready"
-
-
-def leased_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:leased"
+ready_key = hot_keys.ready
+leased_key = hot_keys.leased
 
 
 def score(priority: int, due_epoch: float) -> float:

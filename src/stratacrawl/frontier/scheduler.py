@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from stratacrawl.frontier.hot_queue import BAND, ready_key
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 
-WORKERS_KEY = "sc:workers"
+WORKERS_KEY = hot_keys.WORKERS
 HEARTBEAT_TTL_S = 30.0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
 
 DECREASE = 0.5            # effective rate x this on a 429 burst
@@ -19,8 +20,7 @@ MIN_FACTOR = 1 / 64       # never below this share of the configured rate
 RECOVERY_PER_S = 0.005    # + 0.5 % of the configured rate a second: 1/8 → 1 in ~3 minutes
 
 
-def throttle_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:throttle"
+throttle_key = keys.throttle
 
 
 async def effective_rates(redis: HotRedis, rates: dict[str, float],

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import NoScriptError
 
+from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis, is_cluster
 from stratacrawl.hot.scripts import script
 
@@ -27,7 +28,7 @@ Fields = Mapping[str, str | int | float | None]
 
 
 def key(fp: str) -> str:
-    return f"sc:u:{fp}"
+    return keys.url_state(fp)
 
 
 @dataclass

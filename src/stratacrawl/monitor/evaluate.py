@@ -15,13 +15,14 @@ from typing import Any
 
 from stratacrawl.cold.alerts import raise_alert, resolve_alerts
 from stratacrawl.components import Components
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.rules import LEVEL_SEVERITY, Finding, findings
 from stratacrawl.monitor.snapshot import capture
 from stratacrawl.sources import SourcesFile
 
 log = logging.getLogger(__name__)
-PENDING = "sc:alerts:pending"
+PENDING = hot_keys.ALERTS_PENDING
 RULES = ("fetch_stopped", "success_rate", "retry_ratio", "ingest_lag", "latency",
          "backlog_growing")
 BACKLOG_WINDOW_S = 900
@@ -36,8 +37,7 @@ class Evaluation:
     pending: list[tuple[str, Finding, float]] = field(default_factory=list)  # held so far (s)
 
 
-def backlog_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:backlog"
+backlog_key = hot_keys.backlog
 
 
 async def _backlog_history(comps: Components, m: SourceMetrics,

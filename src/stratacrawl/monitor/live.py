@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stratacrawl.fetch.result import FetchResult
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 
 BUCKETS_MS = (50, 100, 250, 500, 1000, 2000, 3500, 5000, 10000, 30000)
@@ -21,12 +22,8 @@ KEEP_S = 7200
 TRACE_LEN = 100
 
 
-def minute_key(source_id: str, minute: int) -> str:
-    return f"sc:m:{{{source_id}}}:{minute}"
-
-
-def trace_key(source_id: str) -> str:
-    return f"sc:{{{source_id}}}:trace"
+minute_key = hot_keys.minute_counters
+trace_key = hot_keys.trace
 
 
 def _bucket(ms: float) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 import brotli
 from aiohttp import web
 
-from stratacrawl.gctune import GcPauses, tune_gc
+from stratacrawl.gctune import GcPauses
 from stratacrawl.sim import content, render
 from stratacrawl.sim.spec import SourceSpec
 
@@ -413,7 +413,6 @@ class Simulator:
         self.offset += timedelta(seconds=seconds)
 
     async def start(self) -> list[SourceSpec]:
-        tune_gc()  # a full collection pausing the loop would bunch the arrivals it stamps
         self.watch.start()
         for spec in self.specs:
             app = web.Application(client_max_size=2**20)

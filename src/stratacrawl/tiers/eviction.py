@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis, scan_keys, used_memory_bytes
 from stratacrawl.hot.url_state import key as hot_key
 
-PREFIX = "sc:u:"
+PREFIX = hot_keys.URL_STATE_PREFIX
 
 
 @dataclass

@@ -18,6 +18,7 @@ from stratacrawl.components import Components
 from stratacrawl.crawl import drain_spool
 from stratacrawl.fetch.worker import SESSION_TTL_S
 from stratacrawl.frontier.runs import DEAD_AFTER
+from stratacrawl.hot import keys as hot_keys
 from stratacrawl.tiers.demotion import demote
 
 BLOOM_CHUNK = 100_000
@@ -71,7 +72,7 @@ async def restore_sessions(comps: Components) -> int:
     restored = 0
     for source_id, cookies, ttl in rows:
         ttl_s = int(min(max(float(ttl), 1.0), SESSION_TTL_S))
-        if await comps.redis.set(f"sc:{{{source_id}}}:cookies", cookies, ex=ttl_s, nx=True):
+        if await comps.redis.set(hot_keys.cookies(source_id), cookies, ex=ttl_s, nx=True):
             restored += 1
     return restored
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -103,7 +102,6 @@ class Validator:
         root.mkdir(parents=True, exist_ok=True)
         with open(root / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            os.environ[CONNECTION_VAR] = sqlalchemy_url(self.database_url)
             context = self._context(root)
             return [self._run_one(context, job) for job in jobs]
 
@@ -111,7 +109,10 @@ class Validator:
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
-        context = gx.get_context(mode="file", project_root_dir=str(root))
+        # The URL reaches GX as a runtime config variable: the project keeps ``${VAR}``,
+        # and neither the environment of this process nor a file on disk holds the URL.
+        context = gx.get_context(mode="file", project_root_dir=str(root), runtime_environment={
+            CONNECTION_VAR: sqlalchemy_url(self.database_url)})
         context.variables.progress_bars = ProgressBarsConfig(globally=False,
                                                              metric_calculations=False)
         docs = self.settings.data_docs_path
