@@ -13,7 +13,7 @@ from bench.figure import Figure
 from bench.servers import BENCH_REDIS_DBS
 from stratacrawl.loadtest.report import publish_artifact, write_report
 from stratacrawl.loadtest.run import SEED_FIGURES, VIAS, LoadTestConfig, run_loadtest
-from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.scratch import scratch_runtime
 from stratacrawl.settings import Settings
 
 

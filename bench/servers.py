@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from stratacrawl.components import Components, open_components
 from stratacrawl.runtime import Runtime
-from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.scratch import scratch_runtime
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
                    "validate": 7, "monitor": 6, "loadtest": 5}

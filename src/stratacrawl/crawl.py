@@ -176,7 +176,7 @@ async def _keep_leases(comps: Components, owner: str, stop: asyncio.Event,
 
 
 def spool_for(comps: Components) -> Spool:
-    return Spool(comps.runtime.settings.state_path / "spool")
+    return Spool.of_state(comps.runtime.settings.state_path)
 
 
 SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)

@@ -60,3 +60,52 @@ def test_the_core_never_imports_prefect() -> None:
             offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names
                           if n == "prefect" or n.startswith("prefect.")]
     assert offenders == []
+
+
+def _unit(module: str) -> str:
+    """``stratacrawl.fetch.worker`` → ``fetch``; ``stratacrawl.crawl`` → ``crawl``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Which of the core's packages and top modules import which (at any depth)."""
+    core = ROOT / "src"
+    edges: dict[str, set[str]] = {}
+    for path in sorted((core / "stratacrawl").rglob("*.py")):
+        module = ".".join(path.relative_to(core).with_suffix("").parts).removesuffix(
+            ".__init__")
+        here = _unit(module)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom)
+                     and node.level == 0 else [])
+            for name in names:
+                if name.startswith("stratacrawl.") and _unit(name) != here:
+                    edges.setdefault(here, set()).add(_unit(name))
+    return edges
+
+
+def test_the_core_packages_import_each_other_without_cycles() -> None:
+    """A cycle means neither side can be understood, tested or replaced alone."""
+    edges = _import_graph()
+    cycles = []
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in path:
+                cycles.append(" → ".join([*path[path.index(nxt):], nxt]))
+            elif len(path) < 12:
+                walk(nxt, [*path, nxt])
+
+    for start in sorted(edges):
+        walk(start, [start])
+    assert cycles == [], "import cycles:\n" + "\n".join(sorted(set(cycles))[:20])
+
+
+def test_lower_layers_never_import_the_entry_points() -> None:
+    edges = _import_graph()
+    entry = {"__main__", "cli", "demo", "loadtest", "scratch"}
+    offenders = {f"{a} → {b}" for a, targets in edges.items() if a not in entry
+                 for b in targets if b in entry}
+    assert offenders == set()

@@ -12,7 +12,7 @@ import typer
 from stratacrawl.cli.common import console, settings
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
 from stratacrawl.loadtest.run import VIAS, LoadTestConfig, run_loadtest
-from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5
 

@@ -12,10 +12,41 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
 
-from stratacrawl.fetch.result import FetchResult
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
+
+
+class _Verdict(Protocol):
+    @property
+    def success(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class Request(Protocol):
+    """What a batch's request tells the live counters (a fetch result; monitoring does
+    not depend on the fetcher)."""
+
+    @property
+    def verdict(self) -> _Verdict: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def elapsed_ms(self) -> float: ...
+    @property
+    def fetched_at(self) -> datetime: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def trace_id(self) -> str: ...
+
 
 BUCKETS_MS = (50, 100, 250, 500, 1000, 2000, 3500, 5000, 10000, 30000)
 KEEP_S = 7200
@@ -92,7 +123,7 @@ class LiveMetrics:
         self.redis = redis
 
     async def record_batch(self, source_id: str, worker: str,
-                           results: Sequence[tuple[str, FetchResult]]) -> None:
+                           results: Sequence[tuple[str, Request]]) -> None:
         """One pipeline for a whole batch: counters, histogram, trace lines."""
         if not results:
             return

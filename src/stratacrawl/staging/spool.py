@@ -26,6 +26,11 @@ class Spool:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
+    @classmethod
+    def of_state(cls, state_path: Path) -> Spool:
+        """This host's spool: ``<state>/spool`` (each host drains its own)."""
+        return cls(state_path / "spool")
+
     def write(self, owner: str, items: Sequence[StagedFetch]) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.batch"

@@ -15,10 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 from stratacrawl.components import Components
-from stratacrawl.crawl import drain_spool
 from stratacrawl.fetch.worker import SESSION_TTL_S
 from stratacrawl.frontier.runs import DEAD_AFTER
 from stratacrawl.hot import keys as hot_keys
+from stratacrawl.staging.loader import drain
+from stratacrawl.staging.spool import Spool
 from stratacrawl.tiers.demotion import demote
 
 BLOOM_CHUNK = 100_000
@@ -145,7 +146,8 @@ async def recover(comps: Components) -> RecoveryReport:
     await step("rebuild hot ready queues", lambda: rebuild_queues(comps), lambda n: f"{n} tasks")
     report.resumed_after_s = time.monotonic() - t0
     await step("restore sessions", lambda: restore_sessions(comps), lambda n: f"{n} sources")
-    await step("drain spool", lambda: drain_spool(comps),
+    spool = Spool.of_state(comps.runtime.settings.state_path)
+    await step("drain spool", lambda: drain(spool, comps.pool, comps.ledger),
                lambda r: f"{r.rows} rows from {r.files} files")
     await step("rebuild Bloom filter", lambda: rebuild_bloom(comps),
                lambda n: f"{n} URLs" if n else "already complete")

@@ -8,7 +8,7 @@ import pytest
 
 from stratacrawl.loadtest.report import write_report
 from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
-from stratacrawl.services.scratch import scratch_runtime
+from stratacrawl.scratch import scratch_runtime
 from stratacrawl.stack import HEARTBEAT_S
 
 pytestmark = pytest.mark.slow
