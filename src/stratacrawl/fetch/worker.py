@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import random
 import time
@@ -21,17 +20,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import httpx
-
 from stratacrawl.components import Components
 from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.frontier.scheduler import Heartbeat
-from stratacrawl.frontier.tasks import Batch, ClaimedTask, TaskState
-from stratacrawl.hot import keys as hot_keys
+from stratacrawl.frontier.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
@@ -42,7 +39,6 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
 LEVEL2_FAILURE_RATE = 0.5
 LEVEL2_DELAY = timedelta(minutes=15)
-SESSION_TTL_S = 3600
 DRAIN_S = 30.0
 CLAIMS_AT_ONCE = 32
 # Worker weights and source order are re-read this often (200 sources: one 200-command
@@ -68,20 +64,21 @@ class SourceStats:
 
 
 def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: bool,
-                now: datetime) -> tuple[int, str, int | None, str | None, datetime | None]:
-    """(task id, state, status, error, due) by the retry rules."""
+                now: datetime) -> Outcome:
+    """The task's outcome by the retry rules (``fetch/classify.py`` decides the kind)."""
     v = result.verdict
     if v.success:
         if task.kind in LISTS:  # lists recur at the source's cadence
-            return task.id, TaskState.PENDING, result.status, None, now + source.cadence_td
-        return task.id, TaskState.SUCCEEDED, result.status, None, None
+            return Outcome(task.id, TaskState.PENDING, result.status, None,
+                           now + source.cadence_td)
+        return Outcome(task.id, TaskState.SUCCEEDED, result.status)
     if v.kind is Kind.RATE_LIMITED:
-        return (task.id, TaskState.RETRY_WAIT, result.status, v.reason,
-                now + timedelta(seconds=v.retry_after_s or 60))
+        return Outcome(task.id, TaskState.RETRY_WAIT, result.status, v.reason,
+                       now + timedelta(seconds=v.retry_after_s or 60))
     if v.kind is Kind.TRANSIENT and task.attempts < MAX_ATTEMPTS:
         wait = LEVEL2_DELAY if level2 else timedelta(seconds=30 * task.attempts)
-        return task.id, TaskState.RETRY_WAIT, result.status, v.reason, now + wait
-    return task.id, TaskState.FAILED, result.status, v.reason, None
+        return Outcome(task.id, TaskState.RETRY_WAIT, result.status, v.reason, now + wait)
+    return Outcome(task.id, TaskState.FAILED, result.status, v.reason)
 
 
 class FetchWorker:
@@ -100,7 +97,7 @@ class FetchWorker:
         self.politeness = Politeness(redis=comps.redis, rng=self.rng)
         self.robots = RobotsCache(redis=comps.redis)
         self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
-        self.clients: dict[str, SourceClient] = {}
+        self.sessions = Sessions(redis=comps.redis, pool=comps.pool, worker=worker_id)
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
@@ -114,49 +111,16 @@ class FetchWorker:
         self.live = (LiveMetrics(redis=comps.redis)
                      if comps.runtime.settings.monitoring else None)
 
-    # -- sessions -----------------------------------------------------------------------------
-    def _session_key(self, source_id: str) -> str:
-        return hot_keys.cookies(source_id)
+    # -- sessions (fetch/sessions.py) ---------------------------------------------------------
+    @property
+    def clients(self) -> dict[str, SourceClient]:
+        return self.sessions.clients
 
     async def client_for(self, source: Source) -> SourceClient:
-        client = self.clients.get(source.id)
-        if client is None:
-            cookies = httpx.Cookies()
-            raw = await self.c.redis.get(self._session_key(source.id))
-            if raw:
-                for name, value in json.loads(raw).items():
-                    cookies.set(name, value)
-            # Another batch of this source may have made one while we read the cookies:
-            # keep that one (a second client would never be closed).
-            client = self.clients.get(source.id)
-            if client is None:
-                client = self.clients[source.id] = SourceClient(source, cookies)
-        return client
-
-    async def _save_session(self, source_id: str) -> None:
-        client = self.clients.get(source_id)
-        if client is not None and client.cookies:
-            jar = {c.name: c.value for c in client.cookies.jar if c.value is not None}
-            await self.c.redis.set(self._session_key(source_id), json.dumps(jar), ex=SESSION_TTL_S)
+        return await self.sessions.client_for(source)
 
     async def close(self) -> None:
-        """Close every session on every path; cookies go to cold for recovery."""
-        rows = []
-        for source_id, client in list(self.clients.items()):
-            jar = {c.name: c.value for c in client.cookies.jar if c.value is not None}
-            if jar:
-                rows.append((source_id, self.worker_id, json.dumps(jar)))
-            with contextlib.suppress(Exception):
-                await client.aclose()
-        self.clients.clear()
-        if rows:
-            with contextlib.suppress(Exception):
-                async with self.c.pool.connection() as conn:
-                    await conn.cursor().executemany(
-                        "INSERT INTO sessions (source_id, session_id, cookies, expires_at) VALUES "
-                        "(%s, %s, %s::jsonb, now() + interval '1 hour') ON CONFLICT (source_id, "
-                        "session_id) DO UPDATE SET cookies = EXCLUDED.cookies, last_used_at = "
-                        "now(), expires_at = EXCLUDED.expires_at, closed_at = now()", rows)
+        await self.sessions.close()
 
     # -- batches ------------------------------------------------------------------------------
     async def run_batch(self, source: Source, batch: Batch, holder: str | None = None) -> None:
@@ -211,7 +175,7 @@ class FetchWorker:
                     stats.ok += 1
                 else:
                     stats.failed += 1
-            await self._save_session(source.id)
+            await self.sessions.save(source.id)
             if self.live is not None:
                 try:  # monitoring must never stop a fetch
                     await self.live.record_batch(source.id, self.worker_id,
@@ -252,7 +216,7 @@ class FetchWorker:
                            body=r.body, elapsed_ms=r.elapsed_ms, trace_id=r.trace_id,
                            worker=self.worker_id, kind=task.kind, success=success)
         content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
-        return StagedFetch(row=row, outcome=(task.id, TaskState.FETCHING, None, None, None),
+        return StagedFetch(row=row, outcome=Outcome(task.id, TaskState.FETCHING),
                            url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
                            succeeded=success, fetched_at=r.fetched_at, status=r.status,

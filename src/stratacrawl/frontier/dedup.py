@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 PROMOTE_EVERY_S = 0.05
 
 
-class Verdict(StrEnum):
+class Seen(StrEnum):
     NEW = "new"          # never seen: enqueue
     QUEUED = "queued"    # known, not crawled yet: skip
     RECENT = "recent"    # crawled within the window: skip
@@ -55,7 +55,7 @@ class Dedup:
         self.window = window
         self.cache_ttl_s = cache_ttl_s
         self.hedge_s = hedge_s
-        self._cache: dict[str, tuple[float, Verdict]] = {}
+        self._cache: dict[str, tuple[float, Seen]] = {}
         self._next_sweep = 0.0
         self._touched: list[str] = []
         self._promote: dict[str, dict[str, str | int | float | None]] = {}
@@ -63,14 +63,14 @@ class Dedup:
         self.stats: dict[str, int] = {"cache": 0, "bloom_new": 0, "hot": 0, "warm": 0, "cold": 0,
                                       "bloom_false_positive": 0, "warm_errors": 0, "hedged": 0}
 
-    def _age_verdict(self, last_crawled: float | None, now: float) -> Verdict:
+    def _age_verdict(self, last_crawled: float | None, now: float) -> Seen:
         if last_crawled is None:
-            return Verdict.QUEUED
-        return Verdict.RECENT if now - last_crawled < self.window.total_seconds() else Verdict.STALE
+            return Seen.QUEUED
+        return Seen.RECENT if now - last_crawled < self.window.total_seconds() else Seen.STALE
 
-    async def check(self, fps: Sequence[str]) -> list[Verdict]:
+    async def check(self, fps: Sequence[str]) -> list[Seen]:
         now = time.time()
-        out: dict[str, Verdict] = {}
+        out: dict[str, Seen] = {}
         todo: list[str] = []
         for fp in dict.fromkeys(fps):
             hit = self._cache.get(fp)
@@ -85,14 +85,14 @@ class Dedup:
                 seen_before = [True] * len(todo)
             maybe = [fp for fp, seen in zip(todo, seen_before, strict=True) if seen]
             for fp in set(todo) - set(maybe):
-                out[fp] = Verdict.NEW
+                out[fp] = Seen.NEW
             self.stats["bloom_new"] += len(todo) - len(maybe)
             if maybe:
                 out.update(await self._exact(maybe, now))
             self._remember(todo, out, now)
         return [out[fp] for fp in fps]
 
-    def _remember(self, fps: list[str], verdicts: dict[str, Verdict], now: float) -> None:
+    def _remember(self, fps: list[str], verdicts: dict[str, Seen], now: float) -> None:
         if self.cache_ttl_s <= 0:
             return
         if now >= self._next_sweep:  # expired entries go in one pass, at most every TTL
@@ -102,13 +102,13 @@ class Dedup:
         for fp in fps:
             self._cache[fp] = (expiry, verdicts[fp])
 
-    async def _exact(self, fps: list[str], now: float) -> dict[str, Verdict]:
+    async def _exact(self, fps: list[str], now: float) -> dict[str, Seen]:
         # Hot and warm are asked together; if warm has not answered within ``hedge_s``, cold
         # (the truth) is asked too and whichever answers first decides — a slow warm node
         # does not set the tail latency, and a fast one still keeps the load off cold.
         warm_task = asyncio.ensure_future(self._warm_safe(fps))
         hot = await self.hot.get_many(fps)
-        found: dict[str, Verdict] = {}
+        found: dict[str, Seen] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
         touched, pending = [], []
         for fp, entry in zip(fps, hot, strict=True):
@@ -151,7 +151,7 @@ class Dedup:
                     if cold[fp] is not None:
                         promote[fp] = {"lc": cold[fp], "h": 1, "la": now}
                 else:
-                    found[fp] = Verdict.NEW
+                    found[fp] = Seen.NEW
                     self.stats["bloom_false_positive"] += 1
         elif cold_task is not None and not cold_task.done():
             cold_task.cancel()

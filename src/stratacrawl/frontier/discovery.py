@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stratacrawl.errors import InvalidURL
-from stratacrawl.frontier.dedup import Dedup, Verdict
+from stratacrawl.frontier.dedup import Dedup, Seen
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.tasks import URGENT, NewTask
 from stratacrawl.sources import Source
@@ -104,9 +104,9 @@ class Discovery:
         for (url, fp, kind), verdict in zip(candidates, verdicts, strict=True):
             task = NewTask(source.id, url, fp, kind, source.priority, depth=depth,
                            trace_id=trace_id)
-            if verdict is Verdict.NEW:
+            if verdict is Seen.NEW:
                 fresh.append(task)
-            elif verdict is Verdict.STALE:
+            elif verdict is Seen.STALE:
                 stale.append(task)
             else:
                 stats.known += 1

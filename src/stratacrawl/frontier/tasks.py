@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class TaskState(StrEnum):
@@ -52,9 +53,9 @@ class ClaimedTask:
     trace_id: str | None = None
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a leased task ended. ``due_at`` applies to ``PENDING`` (re-crawl) and ``RETRY_WAIT``."""
+class Outcome(NamedTuple):
+    """How a leased task ended. ``due_at`` applies to ``PENDING`` (re-crawl) and ``RETRY_WAIT``.
+    A named tuple: spool files hold plain tuples of the same shape."""
 
     task_id: int
     state: TaskState

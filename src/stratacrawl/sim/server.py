@@ -42,7 +42,7 @@ HEAVY_BYTES = 256_000  # item pages above this are built and compressed off the 
 BIG_BYTES = 50 * 2**20
 
 
-class Page:
+class CachedPage:
     """A rendered page with its validators and, once asked for, its compressed forms."""
 
     __slots__ = ("_headers", "modified", "raw", "validators", "variants")
@@ -93,15 +93,15 @@ class ResponseCache:
     def __init__(self, max_bytes: int = 512 * 2**20) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
-        self._data: OrderedDict[tuple[Any, ...], Page] = OrderedDict()
+        self._data: OrderedDict[tuple[Any, ...], CachedPage] = OrderedDict()
 
-    def get(self, key: tuple[Any, ...]) -> Page | None:
+    def get(self, key: tuple[Any, ...]) -> CachedPage | None:
         page = self._data.get(key)
         if page is not None:
             self._data.move_to_end(key)
         return page
 
-    def put(self, key: tuple[Any, ...], page: Page) -> None:
+    def put(self, key: tuple[Any, ...], page: CachedPage) -> None:
         if key in self._data or len(page.raw) > self.max_bytes // 4:
             return
         self._data[key] = page
@@ -335,8 +335,8 @@ class SourceServer:
         full_key = (self.spec.id, *key)
         page = self.cache.get(full_key)
         if page is None:
-            def build() -> Page:
-                return Page(make(), ctype, modified)
+            def build() -> CachedPage:
+                return CachedPage(make(), ctype, modified)
 
             page = await asyncio.to_thread(build) if heavy else build()
             self.cache.put(full_key, page)

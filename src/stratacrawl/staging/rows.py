@@ -33,7 +33,7 @@ class StagedFetch:
     """One fetch on its way to staging, with what it means for the ledger and URL state."""
 
     row: tuple[Any, ...] | None          # in COLUMNS order; None: no response to stage
-    outcome: tuple[int, str, int | None, str | None, datetime | None]
+    outcome: Outcome  # a plain tuple of the same shape in older spool files
     url_hash: str
     content_hash: str | None
     etag: str | None

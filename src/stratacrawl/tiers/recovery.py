@@ -15,9 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from stratacrawl.components import Components
-from stratacrawl.fetch.worker import SESSION_TTL_S
+from stratacrawl.fetch.sessions import restore_sessions
 from stratacrawl.frontier.runs import DEAD_AFTER
-from stratacrawl.hot import keys as hot_keys
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.tiers.demotion import demote
@@ -60,22 +59,6 @@ async def rebuild_queues(comps: Components) -> int:
     for source_id in await sources_with_ready_work(comps):
         queued += await comps.frontier.refill(source_id, force=True)
     return queued
-
-
-async def restore_sessions(comps: Components) -> int:
-    """The newest unexpired session of each source back into hot (unless one is there)."""
-    async with comps.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT DISTINCT ON (source_id) source_id, cookies::text, "
-            "extract(epoch FROM expires_at - now()) FROM sessions "
-            "WHERE expires_at > now() ORDER BY source_id, last_used_at DESC")
-        rows = await cur.fetchall()
-    restored = 0
-    for source_id, cookies, ttl in rows:
-        ttl_s = int(min(max(float(ttl), 1.0), SESSION_TTL_S))
-        if await comps.redis.set(hot_keys.cookies(source_id), cookies, ex=ttl_s, nx=True):
-            restored += 1
-    return restored
 
 
 async def rebuild_bloom(comps: Components) -> int:
@@ -145,7 +128,8 @@ async def recover(comps: Components) -> RecoveryReport:
                lambda: comps.frontier.reclaim(dead_after=DEAD_AFTER), lambda n: f"{n} tasks")
     await step("rebuild hot ready queues", lambda: rebuild_queues(comps), lambda n: f"{n} tasks")
     report.resumed_after_s = time.monotonic() - t0
-    await step("restore sessions", lambda: restore_sessions(comps), lambda n: f"{n} sources")
+    await step("restore sessions", lambda: restore_sessions(comps.redis, comps.pool),
+               lambda n: f"{n} sources")
     spool = Spool.of_state(comps.runtime.settings.state_path)
     await step("drain spool", lambda: drain(spool, comps.pool, comps.ledger),
                lambda r: f"{r.rows} rows from {r.files} files")

@@ -9,7 +9,7 @@ import pytest
 
 from stratacrawl.components import Components
 from stratacrawl.frontier.bloom import BloomSpec
-from stratacrawl.frontier.dedup import Verdict
+from stratacrawl.frontier.dedup import Seen
 from stratacrawl.sources import Source
 from stratacrawl.urls import fingerprint
 
@@ -50,7 +50,7 @@ async def test_dedup_verdicts_through_every_tier(comps: Components) -> None:
     d = comps.dedup
     d.cache_ttl_s = 0  # each call goes through the chain
     ids = list(range(10))
-    assert await d.check([fp(i) for i in ids]) == [Verdict.NEW] * 10
+    assert await d.check([fp(i) for i in ids]) == [Seen.NEW] * 10
     links = [f"/item/{i}" for i in ids]
     # The Bloom filter has them (check adds), but no tier does: the exact check lets them
     # through, so a crash between a Bloom add and the enqueue loses nothing.
@@ -59,24 +59,24 @@ async def test_dedup_verdicts_through_every_tier(comps: Components) -> None:
     again = await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", links)
     assert again.queued == 0 and again.known == 10
     # Queued but not crawled: cold says QUEUED.
-    assert await d.check([fp(0)]) == [Verdict.QUEUED]
+    assert await d.check([fp(0)]) == [Seen.QUEUED]
     # Crawled yesterday (cold), crawled a month ago (stale).
     await set_crawled(comps, [fp(1)], datetime.now(UTC) - timedelta(days=1))
     await set_crawled(comps, [fp(2)], datetime.now(UTC) - timedelta(days=30))
-    assert await d.check([fp(1), fp(2)]) == [Verdict.RECENT, Verdict.STALE]
+    assert await d.check([fp(1), fp(2)]) == [Seen.RECENT, Seen.STALE]
     assert d.stats["cold"] >= 2
     # fp(1) was promoted to hot: the next check is answered there, with a hit counted.
     await d.flush()
     hot = (await comps.hot_urls.get_many([fp(1)]))[0]
     assert hot is not None and hot.hits >= 1
     before = d.stats["hot"]
-    assert await d.check([fp(1)]) == [Verdict.RECENT]
+    assert await d.check([fp(1)]) == [Seen.RECENT]
     assert d.stats["hot"] == before + 1
     # Warm: a url_dedup document in this week's index answers before cold.
     index = comps.runtime.layout.index("url_dedup", datetime.now(UTC))
     await comps.es.index(index=index, id=fp(3), document={
         "url_hash": fp(3), "last_crawled": datetime.now(UTC).isoformat()})
-    assert await d.check([fp(3)]) == [Verdict.RECENT]
+    assert await d.check([fp(3)]) == [Seen.RECENT]
     assert d.stats["warm"] == 1
 
 
@@ -88,7 +88,7 @@ async def test_dedup_degrades_to_cold_when_warm_is_down(comps: Components) -> No
     comps.dedup.cache_ttl_s = 0
     await comps.discovery.discover(SOURCE, None, ["http://127.0.0.1:9/item/5"])
     await set_crawled(comps, [fp(5)], datetime.now(UTC))
-    assert await comps.dedup.check([fp(5)]) == [Verdict.RECENT]
+    assert await comps.dedup.check([fp(5)]) == [Seen.RECENT]
     assert comps.dedup.stats["warm_errors"] == 1
     await comps.dedup.es.close()
 

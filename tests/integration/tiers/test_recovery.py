@@ -16,7 +16,7 @@ import yaml
 from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
-from stratacrawl.frontier.dedup import Verdict
+from stratacrawl.frontier.dedup import Seen
 from stratacrawl.frontier.hot_queue import ready_key
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
@@ -69,7 +69,7 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         comps.dedup.cache_ttl_s = 0
         # an empty Bloom filter says "new": dedup must not believe it until rebuilt
         verdicts = await comps.dedup.check([fingerprint(u) for u in known])
-        assert Verdict.NEW not in verdicts
+        assert Seen.NEW not in verdicts
 
         report = await recover(comps)
         names = [s.name for s in report.steps]
