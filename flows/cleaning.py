@@ -7,7 +7,7 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.clean.cleaner import Cleaner, clean_staged
 from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_long_running
@@ -26,10 +26,11 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
         sources = load_sources(rt.settings.sources)
         reset = 0
         if reclean_source and reclean_day:
-            reset = await Cleaner(pool=comps.pool, redis=comps.redis,
-                                  sources=sources).reclean(reclean_source, reclean_day)
-        report = await clean_staged(comps.pool, comps.redis, sources, seconds=minutes * 60,
-                                    follow=follow)
+            reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: Cleaner(
+                pool=comps.pool, redis=comps.redis, sources=sources).reclean(reclean_source,
+                                                                           reclean_day))
+        report = await step("clean staged pages", lambda: clean_staged(
+            comps.pool, comps.redis, sources, seconds=minutes * 60, follow=follow))
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import uvloop
-from prefect import get_run_logger
+from prefect import get_run_logger, task
 from prefect.artifacts import acreate_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 
 from blocks.connections import BLOCK_NAMES
+from flows.retries import TRANSIENT
 from stratacrawl.components import Components, open_components
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
@@ -53,3 +55,17 @@ async def publish(key: str, title: str, lines: list[str]) -> None:
     md = f"## {title}\n\n" + "\n".join(lines)
     get_run_logger().info(md)
     await acreate_markdown_artifact(key=key, markdown=md, description=title)
+
+
+@task(cache_policy=NO_CACHE, **TRANSIENT)
+async def _step(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return await fn()
+
+
+async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+    """``fn`` as a task run named ``name`` with the transient-retry policy: the pipeline's
+    real steps show in the run's page with their state, duration and retries. ``fn``
+    starts the work afresh each time (a retry runs it again); it may hold open clients,
+    so nothing is cached or persisted. Also the core's step runner
+    (:class:`stratacrawl.steps.StepRunner`)."""
+    return await _step.with_options(name=name, task_run_name=name)(fn)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.tiers.compensation import compensate
 
 
@@ -15,7 +15,8 @@ from stratacrawl.tiers.compensation import compensate
 async def compensation(overdue_after_hours: float | None = None) -> dict[str, dict[str, int]]:
     async with runtime() as (rt, comps):
         hours = overdue_after_hours or rt.settings.compensate_after_h
-        report = await compensate(comps, overdue_after=timedelta(hours=hours))
+        report = await compensate(comps, overdue_after=timedelta(hours=hours),
+                                  run=step)  # a task run per step
     out = {sid: {"reclaimed": r.reclaimed, "rescheduled": r.rescheduled, "released": r.released,
                  "unfinished": sum(r.unfinished.values()), "failed_24h": r.failed_24h}
            for sid, r in sorted(report.items())}

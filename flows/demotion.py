@@ -10,7 +10,7 @@ import time
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.tiers.demotion import demote
 
 
@@ -18,7 +18,7 @@ from stratacrawl.tiers.demotion import demote
 async def demotion() -> dict[str, object]:
     t0 = time.monotonic()
     async with runtime() as (rt, comps):
-        stats = await demote(comps.pool, comps.es, rt.layout)
+        stats = await step("demote to warm", lambda: demote(comps.pool, comps.es, rt.layout))
     summary: dict[str, object] = {"rows": stats.rows, "docs": stats.docs, "busy": stats.busy,
                                   "error": stats.error,
                                   "seconds": round(time.monotonic() - t0, 1)}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.crawl import discover_staged, seed
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.sources import load_sources
+from stratacrawl.sources import SourcesFile, load_sources
 
 
 @flow(name="discovery", log_prints=True)
@@ -18,13 +18,22 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
     async with runtime(sources=sources_file) as (rt, comps):
         sources = load_sources(rt.settings.sources)
         robots = RobotsCache(redis=comps.redis)
+        politeness = Politeness(redis=comps.redis)
         stats = DiscoveryStats()
-        stats.merge(await seed(comps, sources, robots, Politeness(redis=comps.redis)))
-        while stats.links < max_pages * 1000:
-            found = await discover_staged(comps, sources)
-            stats.merge(found)
-            if not found.links:
-                break
+        for source in sources.sources:  # a task run per source
+            stats.merge(await step(f"seed {source.id}", lambda s=source: seed(
+                comps, SourcesFile(path=sources.path, sources=[s]), robots, politeness)))
+
+        async def expand() -> DiscoveryStats:
+            expanded = DiscoveryStats()
+            while expanded.links < max_pages * 1000:
+                found = await discover_staged(comps, sources)
+                expanded.merge(found)
+                if not found.links:
+                    break
+            return expanded
+
+        stats.merge(await step("expand staged list pages", expand))
     summary = {"links": stats.links, "queued": stats.queued, "requeued": stats.requeued,
                "known": stats.known, **{f"dropped_{k}": v for k, v in stats.dropped.items()}}
     await publish("stratacrawl-discovery", "Discovery",

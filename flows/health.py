@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.runtime import check_elasticsearch, check_postgres, check_redis
 
 
@@ -13,9 +13,9 @@ async def health() -> dict[str, str]:
     """Checks Redis, Elasticsearch and PostgreSQL, applies migrations and index templates."""
     async with runtime() as (rt, _):
         versions = {
-            "redis": await check_redis(rt),
-            "elasticsearch": await check_elasticsearch(rt),
-            "postgres": await check_postgres(rt),
+            "redis": await step("check Redis", lambda: check_redis(rt)),
+            "elasticsearch": await step("check Elasticsearch", lambda: check_elasticsearch(rt)),
+            "postgres": await step("check PostgreSQL", lambda: check_postgres(rt)),
         }
     await publish("stratacrawl-health", "Tier health",
                   ["| tier | version |", "| --- | --- |",

@@ -8,14 +8,15 @@ import asyncio
 from prefect import flow
 from prefect.artifacts import acreate_markdown_artifact
 
-from flows.common import runtime
+from flows.common import runtime, step
 from stratacrawl.monitor.inspection import inspect
 
 
 @flow(name="inspection", log_prints=True)
 async def inspection() -> str:
     async with runtime() as (rt, comps):
-        path = await inspect(comps.pool, rt.settings.state_path / "inspection")
+        path = await step("weekly inspection", lambda: inspect(
+            comps.pool, rt.settings.state_path / "inspection"))
     report = await asyncio.to_thread(path.read_text, encoding="utf-8")
     await acreate_markdown_artifact(key="stratacrawl-inspection", markdown=report,
                                     description="Weekly inspection")

@@ -9,7 +9,7 @@ from typing import Any
 from prefect import flow
 from prefect.events import emit_event
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.sources import load_sources
 
@@ -23,8 +23,9 @@ def emit(event: str, payload: dict[str, Any]) -> None:
 @flow(name="monitor", log_prints=True)
 async def monitor(sources_file: str | None = None) -> dict[str, int]:
     async with runtime(sources=sources_file) as (rt, comps):
-        ev = await evaluate(comps, load_sources(rt.settings.sources),
-                            hold_s=rt.settings.alert_hold_s, emit=emit)
+        sources = load_sources(rt.settings.sources)
+        ev = await step("evaluate alert rules", lambda: evaluate(
+            comps, sources, hold_s=rt.settings.alert_hold_s, emit=emit))
     lines = [f"- **{f.level} {f.rule}** {sid}: {f.message}" for sid, f, _ in ev.fired]
     lines += [f"- pending {f.level} {f.rule} {sid} ({held:.0f} s)" for sid, f, held in ev.pending]
     lines += [f"- resolved {rule} {sid}" for sid, rule in ev.resolved]

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.tiers.sinking import sink
@@ -21,8 +21,10 @@ async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
         snapshots = snapshot_source_ids(s.sources)
         r = await sink(redis=comps.redis, es=comps.es, pool=comps.pool, layout=rt.layout,
                        warm_retention=timedelta(days=s.warm_retention_days),
-                       staging_days=s.staging_retention_days, snapshot_sources=snapshots)
-        ev = await evict_hot(comps.redis, comps.pool, budget_mb=s.hot_budget_mb)
+                       staging_days=s.staging_retention_days, snapshot_sources=snapshots,
+                       run=step)  # a task run per step
+        ev = await step("hot eviction", lambda: evict_hot(comps.redis, comps.pool,
+                                                          budget_mb=s.hot_budget_mb))
     summary = {"demoted": r.demoted.rows, "access_written_back": r.access_written_back,
                "warm_deleted": r.warm_deleted, "warm_refreshed": r.warm_refreshed,
                "indices_dropped": len(r.indices_dropped),

@@ -7,7 +7,7 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.errors import ValidationFailed
 from stratacrawl.sources import load_sources
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
@@ -35,7 +35,11 @@ async def validation(sources_file: str | None = None, day: date | None = None,
         sources = load_sources(rt.settings.sources)
         chosen = [sources.get(source)] if source else sources.sources
         v = Validator(settings=rt.settings, database_url=rt.database_url, pool=comps.pool)
-        results = await v.validate(chosen, days_back(days, day))
+        results: list[SuiteResult] = []
+        for src in chosen:  # a task run per source-day, with its result
+            for d in days_back(days, day):
+                results += await step(f"validate {src.id} {d}",
+                                      lambda s=src, d=d: v.validate([s], [d]))
     passed = sum(r.success for r in results)
     await publish("stratacrawl-validation",
                   f"Validation: {passed}/{len(results)} source-days pass", report_lines(results))

@@ -21,5 +21,24 @@ def test_every_deployment_points_at_a_flow() -> None:
         assert dep["work_pool"]["name"] == "stratacrawl"
         names.append(dep["name"])
     assert len(names) == len(set(names))
-    flow_files = {p.stem for p in (ROOT / "flows").glob("*.py")} - {"__init__", "common"}
+    flow_files = {p.stem for p in (ROOT / "flows").glob("*.py")} - {"__init__", "common",
+                                                                   "retries"}
     assert {d["entrypoint"].split("/")[1].split(".")[0] for d in doc["deployments"]} == flow_files
+
+
+def test_serve_serves_every_deployed_flow() -> None:
+    from deployments.serve import ALL_FLOWS
+
+    doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    deployed = {d["entrypoint"] for d in doc["deployments"]}
+    served = {f"flows/{f.fn.__module__.split('.')[-1]}.py:{f.fn.__name__}" for f in ALL_FLOWS}
+    assert served == deployed
+
+
+def test_maintenance_deployments_run_one_at_a_time() -> None:
+    """Prefect, not only a lock in PostgreSQL, keeps a second run from starting."""
+    doc = {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())[
+        "deployments"]}
+    for name in ("demotion", "tier-sinking", "recovery", "compensation"):
+        assert doc[name]["concurrency_limit"] == {"limit": 1, "collision_strategy": "CANCEL_NEW"}
+    assert doc["fetch"]["concurrency_limit"]["limit"] >= 3  # the load test runs three hosts

@@ -19,6 +19,7 @@ from stratacrawl.fetch.sessions import restore_sessions
 from stratacrawl.frontier.runs import DEAD_AFTER
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
+from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
 
 BLOOM_CHUNK = 100_000
@@ -113,15 +114,16 @@ async def reindex_warm(comps: Components) -> str:
             f"({', '.join(short)})" + (f" ({stats.error})" if stats.error else ""))
 
 
-async def recover(comps: Components) -> RecoveryReport:
-    """Run every step; see the module docstring."""
+async def recover(comps: Components, run: StepRunner = run_directly) -> RecoveryReport:
+    """Run every step (each through ``run``: a task run of its own in a flow); see the
+    module docstring."""
     report = RecoveryReport()
     t0 = time.monotonic()
 
     async def step(name: str, fn: Callable[[], Awaitable[Any]],
                    describe: Callable[[Any], str]) -> None:
         s0 = time.monotonic()
-        result = await fn()
+        result = await run(name, fn)
         report.steps.append(StepResult(name, time.monotonic() - s0, describe(result)))
 
     await step("reclaim expired leases",  # and those of runs that stopped beating

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.hot.client import HotRedis, scan_keys
+from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import PREFIX, write_access
 from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
@@ -173,27 +175,31 @@ async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_
 
 async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnectionPool,
                layout: IndexLayout, warm_retention: timedelta, staging_days: int,
-               snapshot_sources: list[str], now: datetime | None = None) -> SinkReport:
-    """The nightly run; see the module docstring."""
+               snapshot_sources: list[str], now: datetime | None = None,
+               run: StepRunner = run_directly) -> SinkReport:
+    """The nightly run, each step through ``run`` (a task run of its own in a flow); see
+    the module docstring."""
     now = now or datetime.now(UTC)
     report = SinkReport()
 
-    async def step(name: str, coro: Any) -> Any:
+    async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         t0 = time.monotonic()
         try:
-            return await coro
+            return await run(name, fn)
         finally:
             report.steps[name] = round(time.monotonic() - t0, 3)
 
-    report.demoted = await step("backfill demotion", demote(pool, es, layout))
-    report.access_written_back = await step("hot access → cold", write_back_access(redis, pool))
+    report.demoted = await step("backfill demotion", lambda: demote(pool, es, layout))
+    report.access_written_back = await step("hot access → cold",
+                                            lambda: write_back_access(redis, pool))
     if report.demoted.error is None:  # warm reachable
         report.warm_deleted, report.warm_refreshed = await step(
-            "warm → cold", sink_warm(es, pool, layout, now - warm_retention))
-        report.indices_dropped = await step("drop empty weeks", drop_empty_weeks(es, layout, now))
+            "warm → cold", lambda: sink_warm(es, pool, layout, now - warm_retention))
+        report.indices_dropped = await step("drop empty weeks",
+                                            lambda: drop_empty_weeks(es, layout, now))
         report.indices_created = await step("create weeks ahead",
-                                            ensure_week_indices(es, layout, 2, now))
+                                            lambda: ensure_week_indices(es, layout, 2, now))
     report.staging_dropped, report.snapshot_rows = await step(
-        "staging retention", expire_staging(pool, keep_days=staging_days,
-                                            snapshot_sources=snapshot_sources, today=now.date()))
+        "staging retention", lambda: expire_staging(
+            pool, keep_days=staging_days, snapshot_sources=snapshot_sources, today=now.date()))
     return report

@@ -1,0 +1,135 @@
+"""The flows as a data engineer sees them in the Prefect UI: each pipeline step a task run
+with its own state, transient failures retried, configuration errors not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.common import step
+from flows.retries import is_transient
+from stratacrawl.errors import ConfigError, ServiceUnavailable
+from stratacrawl.settings import Settings
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def prefect_api() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def flow_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The flows read their tiers from the environment (no blocks registered here)."""
+    for key, value in {"STRATACRAWL_REDIS_URL": settings.redis_url,
+                       "STRATACRAWL_DATABASE_URL": settings.database_url,
+                       "STRATACRAWL_ELASTICSEARCH_URL": settings.elasticsearch_url,
+                       "STRATACRAWL_ES_PLAIN_JSON": str(settings.es_plain_json).lower(),
+                       "STRATACRAWL_ES_INDEX_PREFIX": settings.es_index_prefix,
+                       "STRATACRAWL_STATE_DIR": str(settings.state_dir)}.items():
+        monkeypatch.setenv(key, str(value))
+    return settings
+
+
+async def _task_runs(state: Any, expected: int | None = None) -> list[tuple[str, str, int]]:
+    """(name, final state, run count) of each task run of a flow run, in start order. Task
+    run states reach the API in the background: wait until every run is final."""
+    flow_run_id = state.state_details.flow_run_id
+    deadline = time.monotonic() + 30
+    async with get_client() as client:
+        while True:
+            runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[flow_run_id])))
+            settled = all(r.state and r.state.is_final() for r in runs) and (
+                expected is None or len(runs) >= expected)
+            if settled or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    runs.sort(key=lambda r: r.start_time or r.expected_start_time)
+    return [(r.name, r.state.type.value if r.state else "?", r.run_count) for r in runs]
+
+
+@pytest.mark.parametrize(("module", "name", "at_least"), [
+    ("flows.recovery", "recovery", {"reclaim expired leases", "rebuild hot ready queues",
+                                    "rebuild Bloom filter"}),
+    ("flows.tier_sinking", "tier_sinking", {"backfill demotion", "staging retention",
+                                            "hot eviction"}),
+    ("flows.compensation", "compensation", {"reclaim expired leases",
+                                            "re-schedule overdue tasks"}),
+])
+async def test_maintenance_flows_show_each_step_as_a_task_run(
+        prefect_api: None, flow_env: Settings, module: str, name: str,
+        at_least: set[str]) -> None:
+    import importlib
+
+    fn = getattr(importlib.import_module(module), name)
+    state = await fn(return_state=True)
+    assert state.is_completed(), state.message
+    runs = await _task_runs(state, expected=len(at_least))
+    assert len(runs) >= 3, runs
+    assert {n for n, _, _ in runs} >= at_least, runs
+    assert {s for _, s, _ in runs} == {"COMPLETED"}, runs
+
+
+async def test_a_transient_failure_is_retried_and_the_run_completes(prefect_api: None) -> None:
+    calls = {"n": 0}
+
+    async def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionResetError("connection reset by peer")
+        return "done"
+
+    @flow(name="transient-once")
+    async def transient_once() -> str:
+        return await step("flaky step", flaky)
+
+    state = await transient_once(return_state=True)
+    assert state.is_completed() and await state.result() == "done"
+    assert calls["n"] == 2
+    ((_, final, run_count),) = await _task_runs(state)
+    assert final == "COMPLETED" and run_count == 2
+
+
+async def test_a_configuration_error_fails_at_once(prefect_api: None) -> None:
+    calls = {"n": 0}
+
+    async def misconfigured() -> None:
+        calls["n"] += 1
+        raise ConfigError("sources.yaml: source 'nope' is not defined")
+
+    @flow(name="config-error")
+    async def config_error() -> None:
+        await step("misconfigured step", misconfigured)
+
+    state = await config_error(return_state=True)
+    assert state.is_failed() and "source 'nope'" in (state.message or "")
+    assert calls["n"] == 1
+    ((_, final, run_count),) = await _task_runs(state)
+    assert final == "FAILED" and run_count == 1
+
+
+@pytest.mark.parametrize(("exc", "transient"), [
+    (ConnectionRefusedError(), True),
+    (ServiceUnavailable("PostgreSQL", None, "connection refused"), True),
+    (psycopg.errors.DeadlockDetected(), True),
+    (ConfigError("bad setting"), False),
+    (KeyError("nope"), False),
+    (ValueError("bad day"), False),
+])
+def test_what_counts_as_transient(exc: BaseException, transient: bool) -> None:
+    assert is_transient(exc) is transient
+    wrapped = RuntimeError("step failed")
+    wrapped.__cause__ = exc
+    assert is_transient(wrapped) is transient
