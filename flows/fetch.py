@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import publish, runtime, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
 from stratacrawl.sources import load_sources
@@ -20,10 +20,15 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
     progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
     tune_crawl_process()
     async with runtime(sources=sources_file) as (rt, comps):
+        sources = load_sources(rt.settings.sources)
         report = CrawlReport()
-        run = crawl(comps, load_sources(rt.settings.sources), until_idle=until_idle,
-                    seconds=minutes * 60, worker_id=worker_id, report=report)
-        report = await (with_json_progress(run, report) if json_lines else run)
+
+        async def fetch_loop() -> CrawlReport:  # the hot loop: one task run, not one a page
+            run = crawl(comps, sources, until_idle=until_idle, seconds=minutes * 60,
+                        worker_id=worker_id, report=report)
+            return await (with_json_progress(run, report) if json_lines else run)
+
+        report = await step("fetch loop", fetch_loop)
     per_source = {sid: {"fetched": s.fetched, "ok": s.ok, "not_modified": s.not_modified,
                         "failed": s.failed, "mean_ms": round(s.mean_latency_ms, 1)}
                   for sid, s in report.sources.items()}
