@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from prefect import flow
 
 from flows.common import publish, runtime, step
@@ -21,8 +23,9 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
         politeness = Politeness(redis=comps.redis)
         stats = DiscoveryStats()
         for source in sources.sources:  # a task run per source
-            stats.merge(await step(f"seed {source.id}", lambda s=source: seed(
-                comps, SourcesFile(path=sources.path, sources=[s]), robots, politeness)))
+            one = SourcesFile(path=sources.path, sources=[source])
+            stats.merge(await step(f"seed {source.id}",
+                                   functools.partial(seed, comps, one, robots, politeness)))
 
         async def expand() -> DiscoveryStats:
             expanded = DiscoveryStats()

@@ -23,7 +23,7 @@ from prefect.tasks import exponential_backoff
 
 from stratacrawl.errors import Terminal, Transient
 
-_TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
+_TRANSIENT_TYPES: tuple[type, ...] = (
     Transient, ConnectionError, TimeoutError, asyncio.TimeoutError,
     psycopg.OperationalError, psycopg.errors.SerializationFailure,
     psycopg.errors.DeadlockDetected, psycopg_pool.PoolTimeout,

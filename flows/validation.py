@@ -3,6 +3,7 @@ PostgreSQL, an alert and a failed run when a check fails."""
 
 from __future__ import annotations
 
+import functools
 from datetime import date
 
 from prefect import flow
@@ -39,7 +40,7 @@ async def validation(sources_file: str | None = None, day: date | None = None,
         for src in chosen:  # a task run per source-day, with its result
             for d in days_back(days, day):
                 results += await step(f"validate {src.id} {d}",
-                                      lambda s=src, d=d: v.validate([s], [d]))
+                                      functools.partial(v.validate, [src], [d]))
     passed = sum(r.success for r in results)
     await publish("stratacrawl-validation",
                   f"Validation: {passed}/{len(results)} source-days pass", report_lines(results))

@@ -42,9 +42,10 @@ def flow_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return settings
 
 
-async def _task_runs(state: Any, expected: int | None = None) -> list[tuple[str, str, int]]:
+async def _task_runs(state: Any, names: set[str] | None = None) -> list[tuple[str, str, int]]:
     """(name, final state, run count) of each task run of a flow run, in start order. Task
-    run states reach the API in the background: wait until every run is final."""
+    runs and their states reach the API in the background: wait until every run is final
+    and (with ``names``) the runs of those names are there."""
     flow_run_id = state.state_details.flow_run_id
     deadline = time.monotonic() + 30
     async with get_client() as client:
@@ -52,7 +53,7 @@ async def _task_runs(state: Any, expected: int | None = None) -> list[tuple[str,
             runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
                 id=FlowRunFilterId(any_=[flow_run_id])))
             settled = all(r.state and r.state.is_final() for r in runs) and (
-                expected is None or len(runs) >= expected)
+                names is None or names <= {r.name for r in runs})
             if settled or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.5)
@@ -76,7 +77,7 @@ async def test_maintenance_flows_show_each_step_as_a_task_run(
     fn = getattr(importlib.import_module(module), name)
     state = await fn(return_state=True)
     assert state.is_completed(), state.message
-    runs = await _task_runs(state, expected=len(at_least))
+    runs = await _task_runs(state, names=at_least)
     assert len(runs) >= 3, runs
     assert {n for n, _, _ in runs} >= at_least, runs
     assert {s for _, s, _ in runs} == {"COMPLETED"}, runs
@@ -98,7 +99,7 @@ async def test_a_transient_failure_is_retried_and_the_run_completes(prefect_api:
     state = await transient_once(return_state=True)
     assert state.is_completed() and await state.result() == "done"
     assert calls["n"] == 2
-    ((_, final, run_count),) = await _task_runs(state)
+    ((_, final, run_count),) = await _task_runs(state, names={"flaky step"})
     assert final == "COMPLETED" and run_count == 2
 
 
@@ -116,7 +117,7 @@ async def test_a_configuration_error_fails_at_once(prefect_api: None) -> None:
     state = await config_error(return_state=True)
     assert state.is_failed() and "source 'nope'" in (state.message or "")
     assert calls["n"] == 1
-    ((_, final, run_count),) = await _task_runs(state)
+    ((_, final, run_count),) = await _task_runs(state, names={"misconfigured step"})
     assert final == "FAILED" and run_count == 1
 
 

@@ -75,7 +75,8 @@ class Politeness:
         interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
         keys = [pace_key(source_id), throttle_key(source_id)]
-        args = [f"{interval:.6f}", f"{crawl_delay or 0.0:.6f}", RECOVERY_PER_S, HOLD_WAIT_S]
+        args: list[str | float] = [f"{interval:.6f}", f"{crawl_delay or 0.0:.6f}",
+                                   RECOVERY_PER_S, HOLD_WAIT_S]
         for _ in range(MAX_LATE_TURNS):
             answer = await self._pace(keys=keys, args=args)
             answer = answer.decode() if isinstance(answer, bytes) else str(answer)

@@ -35,7 +35,7 @@ async def effective_rates(redis: HotRedis, rates: dict[str, float],
     for source_id, (factor, at, hold) in zip(ids, rows, strict=True):
         if factor is None:
             continue
-        f = min(1.0, float(factor) + (now - float(at)) * RECOVERY_PER_S)
+        f = min(1.0, float(factor) + (now - float(at or now)) * RECOVERY_PER_S)
         held = max(0.0, float(hold or 0) - now)
         if f < 1.0 or held > 0:
             out[source_id] = (rates[source_id] * f, held)

@@ -250,7 +250,8 @@ class SourceServer:
         if self.rng.random() < b.error_rate:
             status = self.rng.choice((500, 502, 503))
             self.counts["5xx"] += 1
-            headers = {"Retry-After": "2"} if status == 503 else {}
+            headers = ({"Retry-After": f"{b.retry_after_503:g}"}
+                       if status == 503 and b.retry_after_503 is not None else {})
             return web.Response(status=status, text="upstream error", headers=headers)
         if (b.require_session and path not in ("/", "/robots.txt", "/sitemap.xml")
                 and SESSION_COOKIE not in request.cookies):

@@ -19,7 +19,8 @@ class Behaviour:
     latency_sigma: float = 0.5
     slow_tail_rate: float = 0.0         # share of requests with a 10x latency
     rate_limit: float | None = None     # requests/s past which the source answers 429
-    error_rate: float = 0.0             # share of 5xx answers
+    error_rate: float = 0.0             # share of 5xx answers (500, 502, 503)
+    retry_after_503: float | None = 2.0  # the Retry-After of those 503s (None: no header)
     reset_rate: float = 0.0             # share of connections dropped without an answer
     hang_rate: float = 0.0              # share of requests that hang (for timeouts)
     hang_s: float = 120.0

@@ -25,6 +25,7 @@ from stratacrawl.services.resolve import _ensure_database
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.tiers.demotion import demote
 from stratacrawl.tiers.recovery import recover
 from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
@@ -35,6 +36,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 async def _staged_count(c: Components) -> int:
     async with c.pool.connection() as conn:
         row = await (await conn.execute("SELECT count(*) FROM staging")).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _synced_count(c: Components) -> int:
+    async with c.pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT count(*) FROM url_state WHERE warm_synced_at IS NOT NULL")).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -61,7 +69,8 @@ async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_p
         await rt.prepare()
         specs = small_site(2, 100, backlog=60)
         with SimulatorThread(specs) as st:
-            sources = sources_for(specs, rate=15.0)
+            # ~15 s of crawling: PostgreSQL must go away while there is work left.
+            sources = sources_for(specs, rate=6.0)
             async with open_components(rt) as c:
                 run = asyncio.create_task(crawl(c, sources, until_idle=True, seconds=180,
                                                 flush_rows=10, flush_s=0.3))
@@ -142,7 +151,7 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
     es = _start_es_api(port, tmp_path / "es.log")
     try:
         s = settings.model_copy(update={"elasticsearch_url": f"http://127.0.0.1:{port}",
-                                        "es_plain_json": True})
+                                        "es_plain_json": True, "demote_every_s": 0.5})
         rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "",
                                   s.database_url or "", frozenset()))
         await rt.prepare()
@@ -152,8 +161,10 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
                 run = asyncio.create_task(crawl(c, sources_for(specs, rate=15.0),
                                                 until_idle=True, seconds=180, flush_s=0.3))
                 deadline = time.monotonic() + 60
-                while await _staged_count(c) < 20 and time.monotonic() < deadline:
+                while (await _staged_count(c) < 20 or not await _synced_count(c)) and \
+                        time.monotonic() < deadline:
                     await asyncio.sleep(0.2)
+                assert await _synced_count(c) > 0, "some fetches should be in warm by now"
                 es.kill()                                  # warm goes away mid-crawl
                 es.wait(10)
                 report = await run
@@ -161,9 +172,12 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
                 await _assert_consistent(c, st.sim.truth())
                 es = _start_es_api(port, tmp_path / "es.log")  # back, and empty
                 await rt.prepare()
+                # What warm held before the kill is re-indexed by recovery; what was
+                # never demoted (warm was away) is backfilled by demotion from the watermark.
                 step = next(x for x in (await recover(c)).steps
                             if x.name.startswith("re-index warm"))
                 assert step.result.startswith("re-indexed"), step.result
+                await demote(c.pool, c.es, rt.layout)
                 index = f"{rt.layout.alias('url_dedup')}-*"
                 await c.es.indices.refresh(index=index)
                 async with c.pool.connection() as conn:

@@ -30,9 +30,14 @@ async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: C
     specs = small_site(2, 150, backlog=30)
     bad = specs[1]
     with SimulatorThread(specs) as st:
-        sources = sources_for(specs, rate=100.0)
+        # Batches of two: a failing task takes three attempts and 4 s of backoff, and a
+        # batch's requests are counted when the batch ends.
+        sources = sources_for(specs, rate=100.0, batch_size=2)
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
         bad.behaviour.error_rate = 1.0        # 100 % 5xx from now on; its items re-crawled
+        # Plain 5xx: a 503 with Retry-After would hold the whole source (politeness), and
+        # an 8-second crawl would send it a request or two.
+        bad.behaviour.retry_after_503 = None
         await comps.discovery.submit(sources.get(bad.id),
                                      [it["url"] for it in st.sim.truth()[bad.id]])
         await crawl(comps, sources, until_idle=False, seconds=8, flush_s=0.3)
