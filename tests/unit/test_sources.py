@@ -97,3 +97,29 @@ def test_parse_duration(text: str | int, seconds: float) -> None:
 def test_parse_duration_rejects_garbage() -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration("soon")
+
+
+def test_seeds_must_be_absolute_http_urls() -> None:
+    """Refused when the file is validated, each bad seed named with its reason (they
+    were once accepted and dropped silently at crawl time)."""
+    with pytest.raises(SourcesError) as caught:
+        parse_sources({"sources": [{"id": "a", "seeds": [
+            "javascript:alert(1)", "not a url", "ftp://x.example/", "https://ok.example/"]}]})
+    (problem,) = caught.value.problems
+    assert "source 'a': seeds:" in problem
+    for reason in ("scheme-javascript", "relative", "scheme-ftp"):
+        assert reason in problem
+    assert "ok.example" not in problem
+
+
+@pytest.mark.parametrize("document", [[], {"sources": []}])
+def test_an_empty_sources_list_is_refused(document: object) -> None:
+    with pytest.raises(SourcesError, match="the list is empty"):
+        parse_sources(document)
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("sources:\n  - id: café\n".encode("latin-1"))
+    with pytest.raises(SourcesError, match=r"line 2: not UTF-8 text \(byte 0xe9"):
+        load_sources(path)
