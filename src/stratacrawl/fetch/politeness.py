@@ -57,7 +57,6 @@ class Politeness:
         self.redis = redis
         self.rng = rng or random.Random()
         self._pace = script(redis, "pace")
-        self._slot = script(redis, "slot")
         self._slot_renew = script(redis, "slot_renew")
         self._throttle = script(redis, "throttle")
 
@@ -109,7 +108,7 @@ class Politeness:
     async def acquire_slot(self, source_id: str, holder: str, limit: int,
                            ttl_s: float = SLOT_TTL_S) -> bool:
         """Hold (or renew) one of the source's ``limit`` slots for ``ttl_s`` seconds."""
-        return bool(await self._slot(keys=[slots_key(source_id)], args=[holder, limit, ttl_s]))
+        return await self.renew_slots(source_id, [holder], limit, ttl_s) == 1
 
     async def renew_slots(self, source_id: str, holders: list[str], limit: int,
                           ttl_s: float = SLOT_TTL_S) -> int:
@@ -122,8 +121,3 @@ class Politeness:
 
     async def release_slot(self, source_id: str, holder: str) -> None:
         await self.redis.zrem(slots_key(source_id), holder)
-
-    async def pause(self, source_id: str, seconds: float) -> None:
-        """Nobody sends to this source for ``seconds`` (robots 5xx, Retry-After)."""
-        await self._pace(keys=[pace_key(source_id), throttle_key(source_id)],
-                         args=[f"{seconds:.6f}", "0", RECOVERY_PER_S, 1e9])

@@ -1,4 +1,5 @@
--- Renew the slots one process holds of a source (its slot keeper, every few seconds).
+-- Take or renew concurrency slots of a source: one when a batch starts, all of a
+-- process's when its slot keeper renews them (every few seconds).
 -- KEYS[1] zset of holders (score = expiry); ARGV[1] max, ARGV[2] ttl (s), ARGV[3..] holders.
 -- A holder whose slot expired meanwhile gets it back only while the source has room.
 -- Returns how many of the holders hold a slot now.
