@@ -6,23 +6,42 @@ this marks it Crashed once three heartbeat periods pass without one (Prefect's o
 recipe for zombie flow runs). Heartbeats: ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` on the
 workers (Prefect's default 180 s; ``stratacrawl up`` and the load test use shorter ones).
 
+``stratacrawl: notify P0/P1 alerts``: every ``stratacrawl.alert.fired`` event of level
+P0 or P1 (the monitor flow emits one per alert it raises, the level as the resource
+label ``stratacrawl.alert.level``) becomes a notification through the notification
+block named ``stratacrawl-alerts``. By default that block is a Custom Webhook posting
+``{"text", "level", "rule", "source", "message", "alert_id"}`` as JSON to
+``STRATACRAWL_ALERT_WEBHOOK_URL``; save any other Prefect notification block (Slack
+Webhook, Email, Microsoft Teams, PagerDuty …) under that name instead and the
+automation uses it. With neither, no notification automation is made (and the
+function says so).
+
 Run by ``stratacrawl up`` (through ``deployments.bootstrap``) and the load test; against
 any other Prefect API: ``PREFECT_API_URL=... python -m deployments.automations``.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from prefect.automations import Automation
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
-from prefect.events.actions import ChangeFlowRunState
+from prefect.events.actions import ChangeFlowRunState, SendNotification
 from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
 from prefect.settings import get_current_settings
 
 CRASH_UNRESPONSIVE = "stratacrawl: crash unresponsive flow runs"
+NOTIFY_ALERTS = "stratacrawl: notify P0/P1 alerts"
+ALERT_BLOCK = "stratacrawl-alerts"
+NOTIFIED_LEVELS = ["P0", "P1"]
 MISSED_HEARTBEATS = 3
+
+SUBJECT = "Stratacrawl {{ event.payload.level }} {{ event.payload.rule }} on {{ event.payload.source }}"
+BODY = "{{ event.payload.message }} (alert {{ event.payload.alert_id }}, {{ event.occurred }})"
 
 
 def crash_unresponsive(heartbeat_s: int) -> Automation:
@@ -50,20 +69,70 @@ def crash_unresponsive(heartbeat_s: int) -> Automation:
     )
 
 
-def ensure() -> str:
-    """Create or update the automations; returns what was done."""
-    heartbeat_s = get_current_settings().flows.heartbeat_frequency or 180
-    wanted = crash_unresponsive(heartbeat_s)
+def webhook_block(url: str) -> CustomWebhookNotificationBlock:
+    """The default alert channel: a JSON POST a chat hook or an HTTP receiver can read
+    (``text`` is what Slack/Mattermost-style incoming webhooks show)."""
+    return CustomWebhookNotificationBlock(
+        name=ALERT_BLOCK, url=url, method="POST",
+        json_data={"text": "{{subject}}\n{{body}}", "subject": "{{subject}}", "body": "{{body}}"})
+
+
+def notify_alerts(block_document_id: object) -> Automation:
+    return Automation(
+        name=NOTIFY_ALERTS,
+        description=f"Each fired alert of level {' or '.join(NOTIFIED_LEVELS)} is sent "
+                    f"through the notification block {ALERT_BLOCK!r}.",
+        trigger=EventTrigger(
+            expect={"stratacrawl.alert.fired"},
+            match=ResourceSpecification({"prefect.resource.id": ["stratacrawl.source.*"],
+                                         "stratacrawl.alert.level": NOTIFIED_LEVELS}),
+            posture=Posture.Reactive,
+            threshold=1,
+            within=timedelta(0),
+        ),
+        actions=[SendNotification(block_document_id=block_document_id,  # type: ignore[arg-type]
+                                  subject=SUBJECT, body=BODY)],
+    )
+
+
+def _alert_block_id(webhook_url: str | None) -> object | None:
+    """The notification block's id: saved anew from ``webhook_url`` when given, else the
+    one already saved under :data:`ALERT_BLOCK` (of any notification type), else None."""
+    if webhook_url:
+        return webhook_block(webhook_url).save(ALERT_BLOCK, overwrite=True)
+    with get_client(sync_client=True) as client:
+        for doc in client.read_block_documents():
+            if doc.name == ALERT_BLOCK:
+                return doc.id
+    return None
+
+
+def _put(wanted: Automation) -> str:
     try:
-        existing = Automation.read(name=CRASH_UNRESPONSIVE)
+        existing = Automation.read(name=wanted.name)
     except ValueError:  # not there yet
         wanted.create()
-        return f"created {CRASH_UNRESPONSIVE!r} (after {MISSED_HEARTBEATS * heartbeat_s} s)"
+        return f"created {wanted.name!r}"
     existing.trigger, existing.actions = wanted.trigger, wanted.actions
-    existing.description = wanted.description
+    existing.description, existing.enabled = wanted.description, True
     existing.update()
-    return f"updated {CRASH_UNRESPONSIVE!r} (after {MISSED_HEARTBEATS * heartbeat_s} s)"
+    return f"updated {wanted.name!r}"
+
+
+def ensure(webhook_url: str | None = None) -> list[str]:
+    """Create or update the automations; returns what was done, one line each.
+    ``webhook_url`` defaults to ``STRATACRAWL_ALERT_WEBHOOK_URL``."""
+    heartbeat_s = get_current_settings().flows.heartbeat_frequency or 180
+    done = [_put(crash_unresponsive(heartbeat_s))
+            + f" (after {MISSED_HEARTBEATS * heartbeat_s} s)"]
+    block_id = _alert_block_id(webhook_url or os.environ.get("STRATACRAWL_ALERT_WEBHOOK_URL"))
+    if block_id is None:
+        done.append(f"no {NOTIFY_ALERTS!r}: set STRATACRAWL_ALERT_WEBHOOK_URL or save a "
+                    f"notification block named {ALERT_BLOCK!r}")
+    else:
+        done.append(_put(notify_alerts(block_id)) + f" (through block {ALERT_BLOCK!r})")
+    return done
 
 
 if __name__ == "__main__":
-    print(ensure())
+    print("\n".join(ensure()))

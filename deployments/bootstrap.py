@@ -44,4 +44,4 @@ def register() -> list[str]:
 
 if __name__ == "__main__":
     print("registered blocks:", ", ".join(register()) or "none")
-    print("automations:", automations.ensure())
+    print("automations:", "; ".join(automations.ensure()))

@@ -7,7 +7,7 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import publish_table, runtime, step
 from stratacrawl.clean.cleaner import Cleaner, clean_staged
 from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_long_running
@@ -34,15 +34,15 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}
-    lines = [f"- pages {s.pages}, new records {s.inserted}, updated {s.updated}, replaced "
-             f"{s.replaced}, from the parse cache {s.cache_hits}"
-             + (f"; re-cleaning {reset} page(s) of {reclean_source} on {reclean_day}" if reset else ""),
-             "", "| source | pages | records | format errors | 24 h by state | anomaly |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    rows = []
     for sid in sorted(set(per_source) | set(report.states)):
         v = per_source.get(sid, {"pages": 0, "records": 0, "format_errors": 0})
-        states = ", ".join(f"{k} {n}" for k, n in report.states.get(sid, {}).items())
-        lines.append(f"| {sid} | {v['pages']} | {v['records']} | {v['format_errors']} | {states} | "
-                     f"{'**yes**' if sid in report.anomalies else ''} |")
-    await publish("stratacrawl-cleaning", f"Cleaning: {s.pages} pages", lines)
+        rows.append({"source": sid, **v, "staged_24h_by_state": ", ".join(
+            f"{k} {n}" for k, n in report.states.get(sid, {}).items()),
+            "anomaly": sid in report.anomalies})
+    await publish_table("stratacrawl-cleaning",
+                        f"Cleaning: {s.pages} pages, new records {s.inserted}, updated "
+                        f"{s.updated}, replaced {s.replaced}, from the parse cache {s.cache_hits}"
+                        + (f"; re-cleaned {reset} page(s) of {reclean_source} on {reclean_day}"
+                           if reset else ""), rows)
     return per_source

@@ -9,7 +9,13 @@ from typing import Any
 
 import uvloop
 from prefect import get_run_logger, task
-from prefect.artifacts import acreate_markdown_artifact
+from prefect.artifacts import (
+    acreate_link_artifact,
+    acreate_markdown_artifact,
+    acreate_progress_artifact,
+    acreate_table_artifact,
+    aupdate_progress_artifact,
+)
 from prefect.cache_policies import NO_CACHE
 
 from blocks.connections import BLOCK_NAMES
@@ -51,10 +57,44 @@ async def runtime(**overrides: Any) -> AsyncIterator[tuple[Runtime, Components]]
 
 
 async def publish(key: str, title: str, lines: list[str]) -> None:
-    """A Markdown artifact, also written to the run log."""
+    """A Markdown artifact (prose: lists, notes), also written to the run log."""
     md = f"## {title}\n\n" + "\n".join(lines)
     get_run_logger().info(md)
     await acreate_markdown_artifact(key=key, markdown=md, description=title)
+
+
+async def publish_table(key: str, title: str, rows: list[dict[str, Any]]) -> None:
+    """A table artifact (the UI sorts and filters it; the API returns it as rows), one row
+    per source or figure; its title and row count go to the run log. ``key`` keeps the
+    history of one table across runs (Artifacts → key in the UI)."""
+    get_run_logger().info("%s (%d rows, artifact %s)", title, len(rows), key)
+    await acreate_table_artifact(table=rows, key=key, description=title)
+
+
+async def publish_link(key: str, title: str, url: str) -> None:
+    """A link artifact, e.g. to a validation result's page in Data Docs."""
+    await acreate_link_artifact(link=url, link_text=title, key=key, description=title)
+
+
+def figures(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """A one-level summary as table rows (figure, value)."""
+    return [{"figure": k, "value": v} for k, v in summary.items()]
+
+
+class Progress:
+    """A progress artifact of a long run, updated in place (0-100 %)."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.artifact_id: Any = None
+
+    async def __call__(self, fraction: float) -> None:
+        percent = round(max(0.0, min(1.0, fraction)) * 100, 1)
+        if self.artifact_id is None:
+            self.artifact_id = await acreate_progress_artifact(
+                progress=percent, description=self.description)
+        else:
+            await aupdate_progress_artifact(self.artifact_id, progress=percent)
 
 
 @task(cache_policy=NO_CACHE, **TRANSIENT)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import publish_table, runtime, step
 from stratacrawl.tiers.compensation import compensate
 
 
@@ -20,9 +20,6 @@ async def compensation(overdue_after_hours: float | None = None) -> dict[str, di
     out = {sid: {"reclaimed": r.reclaimed, "rescheduled": r.rescheduled, "released": r.released,
                  "unfinished": sum(r.unfinished.values()), "failed_24h": r.failed_24h}
            for sid, r in sorted(report.items())}
-    await publish("stratacrawl-compensation", "Compensation",
-                  ["| source | reclaimed | rescheduled | released | unfinished | failed 24 h |",
-                   "| --- | --- | --- | --- | --- | --- |",
-                   *(f"| {sid} | {v['reclaimed']} | {v['rescheduled']} | {v['released']} | "
-                     f"{v['unfinished']} | {v['failed_24h']} |" for sid, v in out.items())])
+    await publish_table("stratacrawl-compensation", "Compensation per source",
+                        [{"source": sid, **v} for sid, v in out.items()])
     return out

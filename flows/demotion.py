@@ -10,7 +10,7 @@ import time
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import figures, publish_table, runtime, step
 from stratacrawl.tiers.demotion import demote
 
 
@@ -22,9 +22,8 @@ async def demotion() -> dict[str, object]:
     summary: dict[str, object] = {"rows": stats.rows, "docs": stats.docs, "busy": stats.busy,
                                   "error": stats.error,
                                   "seconds": round(time.monotonic() - t0, 1)}
-    await publish("stratacrawl-demotion", f"Demotion: {stats.rows} URL states to warm",
-                  ["| figure | value |", "| --- | --- |",
-                   *(f"| {k} | {v} |" for k, v in summary.items())])
+    await publish_table("stratacrawl-demotion", f"Demotion: {stats.rows} URL states to warm",
+                        figures(summary))
     if stats.error:
         raise RuntimeError(f"demotion stopped: {stats.error} (the watermark stays; "
                            "the next run goes on from it)")

@@ -6,7 +6,7 @@ import functools
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import figures, publish_table, runtime, step
 from stratacrawl.crawl import discover_staged, seed
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
@@ -39,8 +39,6 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
         stats.merge(await step("expand staged list pages", expand))
     summary = {"links": stats.links, "queued": stats.queued, "requeued": stats.requeued,
                "known": stats.known, **{f"dropped_{k}": v for k, v in stats.dropped.items()}}
-    await publish("stratacrawl-discovery", "Discovery",
-                  ["| figure | value |", "| --- | --- |",
-                   *(f"| {k} | {v} |" for k, v in summary.items())])
+    await publish_table("stratacrawl-discovery", "Discovery", figures(summary))
     return summary
 

@@ -1,14 +1,52 @@
-"""fetch: claim due batches, fetch politely, land raw pages in staging with ledger updates."""
+"""fetch: claim due batches, fetch politely, land raw pages in staging with ledger updates.
+
+While the hot loop runs (one task run: a task per request or batch would cost more than
+it shows), the run page shows a progress artifact (share of the time budget spent; 100 %
+when the run ends, idle or not) and, each minute, the per-source table so far."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from typing import Any
+
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import Progress, publish_table, runtime, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
 from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_crawl_process
+
+TABLE_KEY = "stratacrawl-fetch"
+PROGRESS_EVERY_S = 10.0
+TABLE_EVERY_S = 60.0
+
+
+def source_rows(report: CrawlReport) -> list[dict[str, Any]]:
+    rows = []
+    for sid, s in sorted(report.sources.items()):
+        rate, held = report.throttled.get(sid, (None, 0.0))
+        rows.append({"source": sid, "fetched": s.fetched, "ok": s.ok,
+                     "not_modified": s.not_modified, "failed": s.failed,
+                     "mean_ms": round(s.mean_latency_ms, 1),
+                     "retries": sum(s.retries.values()),
+                     "throttled_rate": None if rate is None else round(rate, 2),
+                     "held_s": round(held, 1)})
+    return rows
+
+
+async def report_while_running(report: CrawlReport, progress: Progress,
+                               budget_s: float) -> None:
+    t0 = last_table = time.monotonic()
+    while True:
+        await progress((time.monotonic() - t0) / budget_s)
+        if time.monotonic() - last_table >= TABLE_EVERY_S and report.sources:
+            last_table = time.monotonic()
+            await publish_table(TABLE_KEY, f"Fetch so far: {report.fetched} pages",
+                                source_rows(report))
+        await asyncio.sleep(PROGRESS_EVERY_S)
 
 
 @flow(name="fetch", log_prints=True)
@@ -22,19 +60,23 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
     async with runtime(sources=sources_file) as (rt, comps):
         sources = load_sources(rt.settings.sources)
         report = CrawlReport()
+        progress = Progress(f"fetch run: share of its {minutes:g} min budget spent")
 
-        async def fetch_loop() -> CrawlReport:  # the hot loop: one task run, not one a page
+        async def fetch_loop() -> CrawlReport:
             run = crawl(comps, sources, until_idle=until_idle, seconds=minutes * 60,
                         worker_id=worker_id, report=report)
-            return await (with_json_progress(run, report) if json_lines else run)
+            reporter = asyncio.create_task(report_while_running(report, progress, minutes * 60))
+            try:
+                return await (with_json_progress(run, report) if json_lines else run)
+            finally:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
 
         report = await step("fetch loop", fetch_loop)
-    per_source = {sid: {"fetched": s.fetched, "ok": s.ok, "not_modified": s.not_modified,
-                        "failed": s.failed, "mean_ms": round(s.mean_latency_ms, 1)}
-                  for sid, s in report.sources.items()}
-    await publish("stratacrawl-fetch", f"Fetch: {report.fetched} pages in {report.seconds:.0f} s",
-                  ["| source | fetched | ok | 304 | failed | mean ms |",
-                   "| --- | --- | --- | --- | --- | --- |",
-                   *(f"| {k} | {v['fetched']} | {v['ok']} | {v['not_modified']} | {v['failed']} | "
-                     f"{v['mean_ms']} |" for k, v in per_source.items())])
-    return per_source
+        await progress(1.0)
+    rows = source_rows(report)
+    await publish_table(TABLE_KEY, f"Fetch: {report.fetched} pages in {report.seconds:.0f} s",
+                        rows)
+    return {r["source"]: {k: v for k, v in r.items() if k in {
+        "fetched", "ok", "not_modified", "failed", "mean_ms"}} for r in rows}

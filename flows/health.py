@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import publish_table, runtime, step
 from stratacrawl.runtime import check_elasticsearch, check_postgres, check_redis
 
 
@@ -17,9 +17,8 @@ async def health() -> dict[str, str]:
             "elasticsearch": await step("check Elasticsearch", lambda: check_elasticsearch(rt)),
             "postgres": await step("check PostgreSQL", lambda: check_postgres(rt)),
         }
-    await publish("stratacrawl-health", "Tier health",
-                  ["| tier | version |", "| --- | --- |",
-                   *(f"| {k} | {v} |" for k, v in versions.items())])
+    await publish_table("stratacrawl-health", "Tier health",
+                        [{"tier": k, "version": v} for k, v in versions.items()])
     return versions
 
 

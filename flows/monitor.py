@@ -15,9 +15,13 @@ from stratacrawl.sources import load_sources
 
 
 def emit(event: str, payload: dict[str, Any]) -> None:
-    emit_event(event=event, resource={"prefect.resource.id": f"stratacrawl.source.{payload['source']}",
-                                      "prefect.resource.name": str(payload["source"])},
-               payload=payload)
+    """The event of an alert: its source is the resource, and a fired alert's level is a
+    resource label, so an automation can match on it (deployments/automations.py)."""
+    resource = {"prefect.resource.id": f"stratacrawl.source.{payload['source']}",
+                "prefect.resource.name": str(payload["source"])}
+    if "level" in payload:
+        resource["stratacrawl.alert.level"] = str(payload["level"])
+    emit_event(event=event, resource=resource, payload=payload)
 
 
 @flow(name="monitor", log_prints=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import publish_table, runtime, step
 from stratacrawl.tiers.recovery import recover
 
 
@@ -14,8 +14,9 @@ from stratacrawl.tiers.recovery import recover
 async def recovery() -> dict[str, float]:
     async with runtime() as (_, comps):
         report = await recover(comps, run=step)  # a task run per step
-    await publish("stratacrawl-recovery", f"Recovery in {report.seconds:.2f} s",
-                  ["| step | result | seconds |", "| --- | --- | --- |",
-                   *(f"| {s.name} | {s.result} | {s.seconds:.2f} |" for s in report.steps),
-                   "", f"Fetching could resume after {report.resumed_after_s:.2f} s."])
+    await publish_table("stratacrawl-recovery",
+                        f"Recovery in {report.seconds:.2f} s; fetching could resume after "
+                        f"{report.resumed_after_s:.2f} s",
+                        [{"step": s.name, "result": s.result, "seconds": round(s.seconds, 3)}
+                         for s in report.steps])
     return {s.name: round(s.seconds, 3) for s in report.steps}

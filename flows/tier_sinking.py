@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import figures, publish_table, runtime, step
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.tiers.sinking import sink
@@ -31,9 +31,8 @@ async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
                "indices_created": len(r.indices_created),
                "staging_partitions_dropped": len(r.staging_dropped),
                "snapshot_rows": r.snapshot_rows, "hot_evicted": ev.evicted}
-    await publish("stratacrawl-tier-sinking", "Tier sinking",
-                  ["| figure | value |", "| --- | --- |",
-                   *(f"| {k} | {v} |" for k, v in summary.items()),
-                   f"| hot memory (MB) | {ev.used_before_mb:.1f} → {ev.used_after_mb:.1f} |",
-                   "", *(f"- {step}: {sec:.2f} s" for step, sec in r.steps.items())])
+    await publish_table("stratacrawl-tier-sinking", "Tier sinking", figures({
+        **summary, "hot_mb_before": round(ev.used_before_mb, 1),
+        "hot_mb_after": round(ev.used_after_mb, 1),
+        **{f"seconds: {name}": round(sec, 2) for name, sec in r.steps.items()}}))
     return summary

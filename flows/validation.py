@@ -8,24 +8,25 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import publish_link, publish_table, runtime, step
 from stratacrawl.errors import ValidationFailed
 from stratacrawl.sources import load_sources
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 
 
-def report_lines(results: list[SuiteResult]) -> list[str]:
-    lines = ["| source | day | result | check | column | observed | unexpected % |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        for c in r.checks:
-            pct = "" if c.unexpected_percent is None else f"{c.unexpected_percent:.2f}"
-            lines.append(f"| {r.source_id} | {r.day} | {'pass' if c.success else '**FAIL**'} | "
-                         f"{c.check} | {c.column or ''} | {c.observed if c.observed is not None else ''}"
-                         f" | {pct} |")
-    docs = {r.data_docs for r in results if r.data_docs}
-    lines += ["", *(f"Data Docs: {d}" for d in sorted(docs))]
-    return lines
+def check_rows(results: list[SuiteResult]) -> list[dict[str, object]]:
+    """One row per check of each source-day (the validation table artifact)."""
+    return [{"source": r.source_id, "day": str(r.day), "result": "pass" if c.success else "FAIL",
+             "check": c.check, "column": c.column or "",
+             "observed": "" if c.observed is None else str(c.observed),
+             "unexpected_percent": None if c.unexpected_percent is None
+             else round(c.unexpected_percent, 2)}
+            for r in results for c in r.checks]
+
+
+def _key(*parts: object) -> str:
+    """An artifact key: lowercase letters, digits and dashes only."""
+    return "-".join("".join(ch if ch.isalnum() else "-" for ch in str(p).lower()) for p in parts)
 
 
 @flow(name="validation", log_prints=True)
@@ -42,8 +43,13 @@ async def validation(sources_file: str | None = None, day: date | None = None,
                 results += await step(f"validate {src.id} {d}",
                                       functools.partial(v.validate, [src], [d]))
     passed = sum(r.success for r in results)
-    await publish("stratacrawl-validation",
-                  f"Validation: {passed}/{len(results)} source-days pass", report_lines(results))
+    await publish_table("stratacrawl-validation",
+                        f"Validation: {passed}/{len(results)} source-days pass", check_rows(results))
+    for r in results:  # each result's own page in Data Docs, one link artifact per source
+        if r.data_docs:
+            await publish_link(_key("stratacrawl-data-docs", r.source_id),
+                               f"Data Docs: {r.source_id} {r.day} "
+                               f"({'pass' if r.success else 'FAIL'})", r.data_docs)
     failures = [f for r in results for f in r.failures]
     if failures:
         raise ValidationFailed(failures)

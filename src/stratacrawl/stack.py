@@ -22,14 +22,29 @@ from stratacrawl.services.embedded import Registry, Running, terminate
 WORK_POOL = "stratacrawl"
 SERVER = "prefect-server"
 WORKER = "prefect-worker"
+SIMULATOR = "site-simulator"
+DEMO_SOURCES = "demo-sources.yaml"
+DEMO_BACKLOG = 120  # items per simulated site: a demo-sized web
 
 
 def project_root() -> Path:
-    """The folder holding ``prefect.yaml``: the working directory, else this checkout."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    """The folder holding ``prefect.yaml``: ``STRATACRAWL_PROJECT_DIR`` if set, else the
+    working directory, else the checkout this package is installed from."""
+    candidates = [Path(d) for d in [os.environ.get("STRATACRAWL_PROJECT_DIR")] if d]
+    for candidate in (*candidates, Path.cwd(), Path(__file__).resolve().parents[2]):
         if (candidate / "prefect.yaml").exists():
-            return candidate
+            return candidate.resolve()
     raise ServiceStartError("Prefect", None, "no prefect.yaml in the working directory")
+
+
+def set_project_directory() -> dict[str, str]:
+    """The pull step of ``prefect.yaml``: a flow run starts in the project folder of the
+    worker that runs it (found when the run starts, so a deployment made on one host or
+    checkout runs from any other). Returns what Prefect's own ``set_working_directory``
+    step returns."""
+    root = project_root()
+    os.chdir(root)
+    return {"directory": str(root)}
 
 
 HEARTBEAT_S = 30
@@ -135,10 +150,37 @@ class LocalStack:
         self.registry.put(running)
         return running
 
+    def start_simulator(self, env: dict[str, str], sources: int,
+                        wait_s: float = 60.0) -> tuple[Running, Path]:
+        """The site simulator of ``up --demo`` (``stratacrawl sim serve``) and the sources
+        file it writes for its sites (anew at each start: its ports change)."""
+        sources_file = self.state_dir / DEMO_SOURCES
+        running = self.registry.alive(SIMULATOR)
+        if running and sources_file.exists():
+            return running, sources_file
+        sources_file.unlink(missing_ok=True)
+        pid = self._spawn(SIMULATOR, [sys.executable, "-m", "stratacrawl", "sim", "serve",
+                                      "--sources", str(sources), "--backlog", str(DEMO_BACKLOG),
+                                      "--write-sources", str(sources_file), "--json"],
+                          env, self.state_dir)
+        running = Running(SIMULATOR, pid, str(sources_file))
+        self.registry.put(running)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if sources_file.exists() and sources_file.stat().st_size:
+                return running, sources_file
+            if self.registry.alive(SIMULATOR) is None:
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise ServiceStartError("site simulator", None, f"no {DEMO_SOURCES} after {wait_s:.0f} "
+                                f"s; see {self.log_dir / (SIMULATOR + '.log')}")
+
     def stop(self) -> list[str]:
-        """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the server."""
+        """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the
+        server, then the demo's simulator."""
         stopped = []
-        for name in (WORKER, SERVER):
+        for name in (WORKER, SERVER, SIMULATOR):
             running = self.registry.alive(name)
             self.registry.drop(name)
             if running:

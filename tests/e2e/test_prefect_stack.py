@@ -1,12 +1,16 @@
 """`stratacrawl up`: the Prefect UI serves, deployments appear, a run completes on the worker;
 `stratacrawl down` leaves nothing behind."""
 
+import http.server
+import json
 import os
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from deployments.automations import CRASH_UNRESPONSIVE
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
@@ -27,6 +31,8 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         up = cli("up", "--port", str(port), env=env, timeout=300)
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"http://127.0.0.1:{port}" in up.stdout
+        # No sources file here: what needs one is paused, said in one line; the rest runs
+        assert "no sources file at" in up.stdout and "stratacrawl up --demo" in up.stdout
         ui = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert ui.status_code == 200 and "<html" in ui.text.lower()
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
@@ -36,6 +42,11 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         crash = next(a for a in automations if a["name"] == CRASH_UNRESPONSIVE)
         assert crash["enabled"] and crash["actions"][0]["state"] == "CRASHED"
         assert crash["trigger"]["within"] == 3 * HEARTBEAT_S
+        active = {d["name"]: all(s["active"] for s in d["schedules"])
+                  for d in deployments if d["schedules"]}
+        assert not any(active[n] for n in ("discovery", "fetch", "cleaning", "monitor",
+                                           "validation-hourly", "tier-sinking")), active
+        assert all(active[n] for n in ("health", "demotion", "compensation", "staging-load")), active
         dep = next(d for d in deployments if d["name"] == "health")
         # The scheduler creates runs of the scheduled deployments at the same time (SQLite):
         # a create may be refused for a moment; it must succeed within a few tries.
@@ -94,5 +105,84 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
     finally:
         down = cli("down", env=env, timeout=120)
     assert down.returncode == 0
+    time.sleep(1)
+    assert processes_under(tmp_path) == []
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    """A local HTTP receiver standing in for a chat or paging webhook."""
+
+    received: list[dict] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        Receiver.received.append({"path": self.path, "json": json.loads(body or b"null")})
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _runs(api: str) -> list[tuple[str, str]]:
+    deps = {d["id"]: d["name"] for d in httpx.post(f"{api}/deployments/filter", json={},
+                                                     timeout=10).json()}
+    runs = httpx.post(f"{api}/flow_runs/filter", json={"flow_runs": {"state": {"type": {
+        "not_any_": ["SCHEDULED"]}}}}, timeout=10).json()
+    return [(deps.get(r["deployment_id"], "?"), r["state_type"]) for r in runs]
+
+
+def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path) -> None:
+    """`up --demo`: the simulator's sites are crawled by the scheduled runs, which end
+    Completed; a source whose site is down raises a P1 alert, and the automation posts it
+    to the webhook given to `up`."""
+    port = free_port()
+    receiver = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    hook = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("STRATACRAWL_", "PREFECT_"))}
+    env.update(STRATACRAWL_STATE_DIR=str(tmp_path), STRATACRAWL_ALERT_HOLD_S="0")
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        up = cli("up", "--port", str(port), "--demo", "--demo-sources", "2",
+                 "--alert-webhook", hook, env=env, timeout=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "no sources file" not in up.stdout
+        sources = tmp_path / "demo-sources.yaml"
+        doc = yaml.safe_load(sources.read_text())
+        assert len(doc["sources"]) == 2
+        # Scheduled fetch, staging-load and monitor runs (every minute) complete; no run fails
+        want = {"fetch", "staging-load", "monitor"}
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            runs = _runs(api)
+            if want <= {n for n, st in runs if st == "COMPLETED"}:
+                break
+            time.sleep(2)
+        bad = [r for r in runs if r[1] in {"FAILED", "CRASHED"}]
+        assert want <= {n for n, st in runs if st == "COMPLETED"} and not bad, (
+            runs, (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:])
+        # An operator adds a source whose site is down: every fetch of it fails, the
+        # monitor fires P1 success_rate, and the automation notifies the webhook.
+        gone = free_port()  # nothing listens there
+        dead = {**doc["sources"][0], "id": "down-1", "seeds": [f"http://127.0.0.1:{gone}/list/1"],
+                "allow": [rf"^http://127\.0\.0\.1:{gone}/"], "alerts": {"min_requests": 1}}
+        doc["sources"].append(dead)
+        sources.write_text(yaml.safe_dump(doc, sort_keys=False))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not Receiver.received:
+            time.sleep(2)
+        assert Receiver.received, (_runs(api), (tmp_path / "prefect" / "prefect-worker.log")
+                                   .read_text()[-3000:])
+        note = Receiver.received[0]
+        assert note["path"] == "/hook"
+        assert note["json"]["subject"] == "Stratacrawl P1 success_rate on down-1"
+        assert "fetch success 0.0%" in note["json"]["body"]
+        assert not [r for r in _runs(api) if r[1] in {"FAILED", "CRASHED"}]
+    finally:
+        receiver.shutdown()
+        down = cli("down", env=env, timeout=120)
+    assert down.returncode == 0 and "site-simulator" in down.stdout
     time.sleep(1)
     assert processes_under(tmp_path) == []

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from stratacrawl.cli.common import console, fail, settings
 from stratacrawl.errors import StratacrawlError
@@ -16,20 +18,50 @@ from stratacrawl.services.resolve import down as services_down
 from stratacrawl.stack import LocalStack, prefect_env, project_root
 
 
-def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")) -> None:
-    """Start the tiers, a Prefect server (UI on 127.0.0.1), a worker; register blocks; deploy."""
+def _sources_file(configured: Path, root: Path) -> Path:
+    """The sources file the worker's runs will read, as an absolute path: relative to
+    the working directory if it is there, else to the project folder (where runs start)."""
+    if configured.is_absolute():
+        return configured
+    here = Path.cwd() / configured
+    return here.resolve() if here.exists() else root / configured
+
+
+def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI."),
+       demo: bool = typer.Option(False, "--demo", help="Also start the site simulator and "
+                                 "crawl its sites (a sources file is written for them)."),
+       demo_sources: int = typer.Option(3, min=1, max=50, help="Simulated sites of --demo."),
+       alert_webhook: str | None = typer.Option(
+           None, envvar="STRATACRAWL_ALERT_WEBHOOK_URL",
+           help="POST every fired P0/P1 alert here as JSON (a Prefect automation).")) -> None:
+    """Start the tiers, a Prefect server (UI on 127.0.0.1), a worker; register blocks and
+    automations; deploy. With no sources file the schedules that need one are paused."""
     s = settings()
     stack = LocalStack(s.state_path, port)
+    paused = ""
     try:
         endpoints = Services(s, keep=True).start()
         asyncio.run(Runtime(s, endpoints).prepare())
         root = project_root()
         env = prefect_env(s.state_path, endpoints, port)
+        env["STRATACRAWL_PROJECT_DIR"] = str(root)
+        if alert_webhook:
+            env["STRATACRAWL_ALERT_WEBHOOK_URL"] = alert_webhook
+        if demo:
+            _, sources = stack.start_simulator(env, demo_sources)
+            console.print(f"site simulator: {demo_sources} sites, sources file {sources}")
+        else:
+            sources = _sources_file(s.sources, root)
+        env["STRATACRAWL_SOURCES"] = str(sources)  # the sources block the runs read
         console.print("starting the Prefect server …")
         stack.start_server(env)
         stack.ensure_pool(env, root)
-        stack.run([sys.executable, "-m", "deployments.bootstrap"], env, root)
+        console.print(escape(stack.run([sys.executable, "-m", "deployments.bootstrap"],
+                                       env, root).strip()))
         stack.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"], env, root)
+        if not sources.exists():
+            paused = stack.run([sys.executable, "-m", "deployments.schedules", "pause"],
+                               env, root).strip().removeprefix("paused: ")
         stack.start_worker(env, root)
         # recovery on worker start: hot rebuilt from cold before scheduled work claims
         stack.run([sys.executable, "-m", "prefect", "deployment", "run", "recovery/recovery"],
@@ -43,6 +75,10 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
                       ("PostgreSQL", endpoints.database_url)):
         console.print(f"{tier + ':':<14}{redact(url)}")
     console.print("recovery: a run of recovery/recovery was started on the worker")
+    if paused:
+        console.print(f"[yellow]no sources file at {escape(str(sources))}[/]: schedules of "
+                      f"{paused} paused; write one and run `stratacrawl up` again, or try "
+                      "`stratacrawl up --demo`")
     console.print("stop everything with: stratacrawl down")
 
 
