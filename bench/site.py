@@ -21,14 +21,16 @@ EPOCH = "2026-11-30T00:00:00+00:00"
 @contextlib.contextmanager
 def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
                    oversized_rate: float | None = None, write_to: Path | None = None,
-                   ) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+                   epoch: str = EPOCH) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
     """``oversized_rate``: share of 1-5 MB item pages (the simulator's default if None);
-    ``write_to``: also write the sources file there (for a ``stratacrawl crawl`` child)."""
+    ``write_to``: also write the sources file there (for a ``stratacrawl crawl`` child);
+    ``epoch``: the sites' start (items keep appearing after it: an epoch of now gives a
+    site of ``backlog`` items that a crawl can finish)."""
     extra = ("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()
-    with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", EPOCH,
+    with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", epoch,
                           "--first-host", str(first_host), "--backlog", str(backlog),
                           *extra) as sim:
-        specs = build_specs(n, seed, epoch=datetime.fromisoformat(EPOCH), first_host=first_host,
+        specs = build_specs(n, seed, epoch=datetime.fromisoformat(epoch), first_host=first_host,
                             ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
         for spec in specs:
             spec.backlog = backlog

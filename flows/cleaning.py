@@ -7,9 +7,8 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish_table, runtime, step
+from flows.common import flow_sources, publish_table, runtime, step
 from stratacrawl.clean.cleaner import Cleaner, clean_staged
-from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_long_running
 
 
@@ -23,7 +22,7 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
     that source-day first (after a rule fix: records are replaced, never duplicated)."""
     tune_long_running()
     async with runtime(sources=sources_file) as (rt, comps):
-        sources = load_sources(rt.settings.sources)
+        sources = flow_sources(rt.settings, reclean_source=reclean_source)
         reset = 0
         if reclean_source and reclean_day:
             reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: Cleaner(

@@ -21,9 +21,11 @@ from prefect.cache_policies import NO_CACHE
 from blocks.connections import BLOCK_NAMES
 from flows.retries import TRANSIENT
 from stratacrawl.components import Components, open_components
+from stratacrawl.errors import ConfigError, StratacrawlError
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
 from stratacrawl.settings import Settings
+from stratacrawl.sources import SourcesFile, load_sources
 
 # Async flow runs are driven by asyncio.run() in the flow-run process: on uvloop, as
 # every `stratacrawl` command (the fetch flow holds a thousand requests in flight; the
@@ -42,6 +44,24 @@ async def load_settings(**overrides: Any) -> Settings:
         values.update(block.settings_overrides())  # type: ignore[attr-defined]
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)
+
+
+def flow_sources(settings: Settings, **chosen: str | None) -> SourcesFile:
+    """The sources file of a flow run (its ``sources_file`` parameter, else the sources
+    block or ``STRATACRAWL_SOURCES``). Bad input fails the run at once (configuration
+    errors are never retried) with the parameter named: ``sources_file`` for a file
+    that is missing or invalid, and each of ``chosen`` (e.g. ``source="news-1"``) that
+    names no source of the file."""
+    try:
+        sources = load_sources(settings.sources)
+    except StratacrawlError as e:
+        raise ConfigError(f"parameter sources_file ({settings.sources}): {e}") from e
+    ids = [s.id for s in sources.sources]
+    for parameter, value in chosen.items():
+        if value is not None and value not in ids:
+            raise ConfigError(f"parameter {parameter}: no source {value!r} in "
+                              f"{settings.sources}; have: {', '.join(ids)}")
+    return sources
 
 
 @contextlib.asynccontextmanager

@@ -6,19 +6,19 @@ import functools
 
 from prefect import flow
 
-from flows.common import figures, publish_table, runtime, step
+from flows.common import figures, flow_sources, publish_table, runtime, step
 from stratacrawl.crawl import discover_staged, seed
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.sources import SourcesFile, load_sources
+from stratacrawl.sources import SourcesFile
 
 
 @flow(name="discovery", log_prints=True)
 async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> dict[str, int]:
     """Enqueue due seeds and sitemaps, then expand up to ``max_pages`` staged list pages."""
     async with runtime(sources=sources_file) as (rt, comps):
-        sources = load_sources(rt.settings.sources)
+        sources = flow_sources(rt.settings)
         robots = RobotsCache(redis=comps.redis)
         politeness = Politeness(redis=comps.redis)
         stats = DiscoveryStats()

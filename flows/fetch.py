@@ -13,10 +13,9 @@ from typing import Any
 
 from prefect import flow
 
-from flows.common import Progress, publish_table, runtime, step
+from flows.common import Progress, flow_sources, publish_table, runtime, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
-from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_crawl_process
 
 TABLE_KEY = "stratacrawl-fetch"
@@ -58,7 +57,7 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
     progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
     tune_crawl_process()
     async with runtime(sources=sources_file) as (rt, comps):
-        sources = load_sources(rt.settings.sources)
+        sources = flow_sources(rt.settings)
         report = CrawlReport()
         progress = Progress(f"fetch run: share of its {minutes:g} min budget spent")
 

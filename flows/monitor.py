@@ -9,9 +9,8 @@ from typing import Any
 from prefect import flow
 from prefect.events import emit_event
 
-from flows.common import publish, runtime, step
+from flows.common import flow_sources, publish, runtime, step
 from stratacrawl.monitor.evaluate import evaluate
-from stratacrawl.sources import load_sources
 
 
 def emit(event: str, payload: dict[str, Any]) -> None:
@@ -27,7 +26,7 @@ def emit(event: str, payload: dict[str, Any]) -> None:
 @flow(name="monitor", log_prints=True)
 async def monitor(sources_file: str | None = None) -> dict[str, int]:
     async with runtime(sources=sources_file) as (rt, comps):
-        sources = load_sources(rt.settings.sources)
+        sources = flow_sources(rt.settings)
         ev = await step("evaluate alert rules", lambda: evaluate(
             comps, sources, hold_s=rt.settings.alert_hold_s, emit=emit))
     lines = [f"- **{f.level} {f.rule}** {sid}: {f.message}" for sid, f, _ in ev.fired]

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime
+from flows.common import flow_sources, publish, runtime
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.sources import load_sources
 
 
 @flow(name="submit", log_prints=True)
 async def submit(source: str, urls: list[str], sources_file: str | None = None) -> dict[str, int]:
     """Queue ``urls`` for ``source`` ahead of every scheduled task."""
     async with runtime(sources=sources_file) as (rt, comps):
-        stats = await comps.discovery.submit(load_sources(rt.settings.sources).get(source), urls)
+        stats = await comps.discovery.submit(flow_sources(rt.settings, source=source).get(source), urls)
     await publish("stratacrawl-submit", f"Urgent URLs for {source}",
                   [f"- queued: {stats.queued}", *(f"- dropped ({k}): {v}"
                                                   for k, v in stats.dropped.items())])

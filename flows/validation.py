@@ -8,9 +8,8 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import publish_link, publish_table, runtime, step
+from flows.common import flow_sources, publish_link, publish_table, runtime, step
 from stratacrawl.errors import ValidationFailed
-from stratacrawl.sources import load_sources
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 
 
@@ -34,7 +33,7 @@ async def validation(sources_file: str | None = None, day: date | None = None,
                      days: int = 1, source: str | None = None) -> dict[str, bool]:
     """Check ``days`` days ending ``day`` (default today, UTC) for every source (or one)."""
     async with runtime(sources=sources_file) as (rt, comps):
-        sources = load_sources(rt.settings.sources)
+        sources = flow_sources(rt.settings, source=source)
         chosen = [sources.get(source)] if source else sources.sources
         v = Validator(settings=rt.settings, database_url=rt.database_url, pool=comps.pool)
         results: list[SuiteResult] = []

@@ -134,3 +134,25 @@ def test_what_counts_as_transient(exc: BaseException, transient: bool) -> None:
     wrapped = RuntimeError("step failed")
     wrapped.__cause__ = exc
     assert is_transient(wrapped) is transient
+
+
+@pytest.mark.parametrize(("module", "name", "params", "named"), [
+    ("flows.validation", "validation", {"source": "nope"}, "parameter source: no source 'nope'"),
+    ("flows.fetch", "fetch", {"sources_file": "/nonexistent/sources.yaml"},
+     "parameter sources_file (/nonexistent/sources.yaml)"),
+    ("flows.cleaning", "cleaning", {"reclean_source": "nope", "reclean_day": "2026-11-30"},
+     "parameter reclean_source: no source 'nope'"),
+])
+async def test_a_wrong_flow_parameter_fails_the_run_at_once_naming_it(
+        prefect_api: None, flow_env: Settings, tmp_path: Any, module: str, name: str,
+        params: dict[str, Any], named: str) -> None:
+    import importlib
+
+    sources = tmp_path / "sources.yaml"
+    sources.write_text("sources:\n- id: news-1\n  seeds: [https://news.example/]\n"
+                       "  allow: ['^https://news\\\\.example/']\n")
+    fn = getattr(importlib.import_module(module), name)
+    state = await fn(**{"sources_file": str(sources), **params}, return_state=True)
+    assert state.is_failed()
+    assert named in (state.message or ""), state.message
+    assert await _task_runs(state) == []  # failed before any step ran: nothing retried
