@@ -1,3 +1,3 @@
-from stratacrawl.cli import app
+from stratacrawl.cli import main
 
-app(prog_name="stratacrawl")
+main()

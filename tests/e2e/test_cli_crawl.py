@@ -48,13 +48,13 @@ def test_crawl_and_submit_commands(tmp_path: Path, tier_endpoints: Endpoints,
         urgent = cli("submit", "--source", "news-1", "--sources", str(sources),
                      specs[0].base_url + "/article/3", "mailto:x@y.z", env=env)
         # The good URL is queued; the refusal is said and fails the command.
-        assert urgent.returncode == 1, urgent.stdout + urgent.stderr
+        assert urgent.returncode == 2, urgent.stdout + urgent.stderr  # bad input
         assert "queued 1 urgent URL(s) for news-1" in urgent.stdout
         assert "refused 1 of 2 URL(s): scheme-mailto 1" in urgent.stderr
         # Another host's URL is outside news-1's allow scope: refused, nothing queued.
         elsewhere = cli("submit", "--source", "news-1", "--sources", str(sources),
                         specs[1].base_url + "/product/1", env=env)
-        assert elsewhere.returncode == 1 and "out-of-scope 1" in elsewhere.stderr
+        assert elsewhere.returncode == 2 and "out-of-scope 1" in elsewhere.stderr
         assert "queued 0 urgent URL(s)" in elsewhere.stdout
         ok = cli("submit", "--source", "news-1", "--sources", str(sources),
                  specs[0].base_url + "/article/4", env=env)

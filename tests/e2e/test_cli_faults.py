@@ -38,7 +38,7 @@ def _sources(tmp_path: Path) -> Path:
 def test_doctor_and_services_status_never_show_a_password(tmp_path: Path) -> None:
     doctor = cli("doctor", env=_env(tmp_path), timeout=120)
     out = doctor.stdout + doctor.stderr
-    assert doctor.returncode == 1, out
+    assert doctor.returncode == 3, out  # tiers unreachable
     assert SECRET not in out
     for tier in ("Redis", "Elasticsearch", "PostgreSQL"):
         assert f"✗ {tier}" in out, out
@@ -56,7 +56,7 @@ def test_unreachable_postgres_is_one_line_not_a_traceback(tmp_path: Path,
     result = cli(*args, env=_env(tmp_path, STRATACRAWL_LOG_LEVEL="DEBUG",
                                  STRATACRAWL_SOURCES=sources), timeout=120)
     out = result.stdout + result.stderr
-    assert result.returncode == 1, out
+    assert result.returncode == 3, out  # a tier unreachable
     assert "Traceback" not in out, out
     assert SECRET not in out  # debug logs included
     errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
@@ -67,7 +67,7 @@ def test_a_malformed_database_url_is_refused_not_defaulted(tmp_path: Path) -> No
     """It was once read as "no database named": the schema went into libpq's default."""
     env = _env(tmp_path, STRATACRAWL_DATABASE_URL=f"host=127.0.0.1 user=u password={SECRET}")
     result = cli("crawl", "--sources", str(_sources(tmp_path)), env=env, timeout=120)
-    assert result.returncode == 1
+    assert result.returncode == 2  # configuration
     assert "names no database" in result.stderr and SECRET not in result.stderr, result.stderr
     assert "schema migrated" not in result.stderr
 
@@ -81,4 +81,6 @@ def test_bad_sources_files_get_one_clear_problem_each(tmp_path: Path) -> None:
         for args in (["sources", "validate", str(path)], ["crawl", "--sources", str(path)]):
             result = cli(*args, env=_env(tmp_path))
             out = result.stdout + result.stderr
-            assert result.returncode == 1 and problem in out and "Traceback" not in out, out
+            # `sources validate` is the check (1); a command given that file: bad input (2)
+            code = 1 if args[0] == "sources" else 2
+            assert result.returncode == code and problem in out and "Traceback" not in out, out

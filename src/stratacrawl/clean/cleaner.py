@@ -28,6 +28,7 @@ import zstandard
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.clean.anomaly import check_format_anomalies
+from stratacrawl.clean.coerce import take_unknown_timezones
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
 from stratacrawl.errors import FormatError, InvalidURL
@@ -47,6 +48,8 @@ class SourceCleanStats:
     records: int = 0
     format_errors: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
+    # dates whose time-zone abbreviation was not understood (read as UTC), by abbreviation
+    unknown_timezones: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -170,7 +173,10 @@ class Cleaner:
                     stats.cache_hits += 1
                     found = [Extracted(f, u) for f, u in json.loads(hit)]
                 else:
-                    found = self.extract(source, Page(page_url, c.content_type, body))
+                    try:
+                        found = self.extract(source, Page(page_url, c.content_type, body))
+                    finally:
+                        s.unknown_timezones.update(take_unknown_timezones())
                     fresh[key] = json.dumps([[e.fields, e.canonical_url] for e in found])
             except FormatError as e:
                 s.format_errors += 1
@@ -273,6 +279,12 @@ async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
     """One cleaning run: clean what is staged, then look for format anomalies."""
     cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
     stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
+    for sid, st in sorted(stats.sources.items()):
+        if st.unknown_timezones:
+            log.warning("%s: %d date(s) with a time-zone abbreviation not understood, read "
+                        "as UTC: %s", sid, sum(st.unknown_timezones.values()),
+                        ", ".join(f"{k} {n}" for k, n in st.unknown_timezones.most_common(5)),
+                        extra={"source_id": sid})
     ids = source_ids or sources.ids
     return CleanReport(stats, await check_format_anomalies(pool, ids),
                        await clean_states(pool, ids))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from stratacrawl.cli.common import console, fail
+from stratacrawl.cli.common import bad_input, console, fail
 
 
 def _bench_root() -> Path:
@@ -32,7 +32,7 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
         module = importlib.import_module(f"bench.{name.replace('-', '_')}")
     except ModuleNotFoundError:
         names = sorted(p.stem for p in (root / "bench").glob("*.py") if not p.stem.startswith("_"))
-        fail(f"no benchmark {name!r}; have: {', '.join(names)}")
+        bad_input(f"no benchmark {name!r}; have: {', '.join(names)}")
     for figure in module.run(quick=quick):
         if as_json:
             print(json.dumps(figure.as_dict()), flush=True)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn, TypeVar
 
+import typer
 import uvloop
 from rich.console import Console
 from rich.markup import escape
 
-from stratacrawl.errors import StratacrawlError
+from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
 
 T = TypeVar("T")
@@ -18,26 +21,67 @@ console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+# Exit codes, the same for every command (README: "Exit codes").
+EXIT_OK = 0
+EXIT_FAILED = 1       # a check or alert condition failed (validation, doctor, lookup miss)
+EXIT_BAD_INPUT = 2    # bad input or configuration (options, sources file, STRATACRAWL_*)
+EXIT_TIER = 3         # a tier (Redis, Elasticsearch, PostgreSQL, Prefect) unreachable
+EXIT_INTERNAL = 70    # a crash: an error Stratacrawl did not expect (a bug; traceback shown)
+EXIT_INTERRUPTED = 130
+
+
+def exit_code(e: BaseException) -> int:
+    """The exit code an error ends a command with."""
+    if isinstance(e, ConfigError | InvalidURL):
+        return EXIT_BAD_INPUT
+    if isinstance(e, ServiceError):
+        return EXIT_TIER
+    return EXIT_FAILED if isinstance(e, StratacrawlError) else EXIT_INTERNAL
+
+
 def settings() -> Settings:
     try:
         return Settings()
     except Exception as e:  # pydantic ValidationError: a broken STRATACRAWL_* variable
-        err.print(f"[red]error:[/] bad STRATACRAWL_* setting: {e}")
-        sys.exit(2)
+        err.print(f"[red]error:[/] bad STRATACRAWL_* setting: {escape(str(e))}")
+        sys.exit(EXIT_BAD_INPUT)
 
 
-def fail(e: StratacrawlError | str, code: int = 1) -> NoReturn:
-    err.print("[red]error:[/] " + escape(str(e)))  # '[a-z]' in a message is not markup
-    sys.exit(code)
+def fail(e: StratacrawlError | str, code: int | None = None) -> NoReturn:
+    """Print the error (user text escaped: '[a-z]' in a message is not Rich markup) and
+    exit with ``code``, by default the error's own (:func:`exit_code`; 1 for a string)."""
+    err.print("[red]error:[/] " + escape(str(e)))
+    sys.exit(code if code is not None else exit_code(e) if isinstance(e, BaseException)
+             else EXIT_FAILED)
+
+
+def bad_input(message: str) -> NoReturn:
+    """A wrong option or argument: the message, exit 2."""
+    fail(message, EXIT_BAD_INPUT)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine on uvloop; a Stratacrawl error ends the command with its
-    message (exit 1), Ctrl-C quietly (exit 130)."""
+    message and its exit code, Ctrl-C quietly (exit 130)."""
     try:
         return uvloop.run(coro)
     except StratacrawlError as e:
         fail(e)
-        raise
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+JSON = typer.Option(False, "--json", help="The report as one JSON document on standard output.")
+
+
+def emit_json(data: Any) -> None:
+    """A command's ``--json`` report: one JSON document on standard output."""
+    print(json.dumps(data, default=_json_default, ensure_ascii=False), flush=True)
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    return str(value)  # dates, datetimes, paths, UUIDs, Decimals

@@ -10,7 +10,7 @@ import uvloop
 from rich.live import Live
 from rich.table import Table
 
-from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.common import bad_input, console, fail, settings
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -104,4 +104,4 @@ def submit_cmd(
     console.print(f"queued {stats.queued} urgent URL(s) for {source}")
     if stats.dropped:
         refused = ", ".join(f"{reason} {n}" for reason, n in stats.dropped.most_common())
-        fail(f"refused {sum(stats.dropped.values())} of {len(urls)} URL(s): {refused}")
+        bad_input(f"refused {sum(stats.dropped.values())} of {len(urls)} URL(s): {refused}")

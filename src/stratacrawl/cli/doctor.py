@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 import typer
+from rich.markup import escape
 
-from stratacrawl.cli.common import console, settings
+from stratacrawl.cli.common import EXIT_BAD_INPUT, EXIT_TIER, JSON, console, emit_json, settings
 from stratacrawl.errors import SourcesError, StratacrawlError
 from stratacrawl.runtime import Runtime, check_elasticsearch, check_postgres, check_redis
 from stratacrawl.services import Services
@@ -46,46 +47,63 @@ async def _checks(rt: Runtime) -> list[tuple[str, str | BaseException]]:
     return [(name, r) for (name, _), r in zip(named, results, strict=True)]
 
 
-def doctor() -> None:
-    """Check each tier, Prefect and the sources file; exit 1 naming whatever failed."""
+def doctor(as_json: bool = JSON) -> None:
+    """Check each tier, Prefect and the sources file; exit 3 if a tier or Prefect is
+    unreachable, 2 if only the sources file is wrong, naming whatever failed."""
     s = settings()
-    failed: list[str] = []
+    checks: list[dict[str, object]] = []
+
+    def say(name: str, ok: bool | None, detail: str) -> None:
+        """One check: ok, failed, or (None) skipped."""
+        checks.append({"check": name, "ok": ok, "detail": detail})
+        if not as_json:
+            mark = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]-[/]"}[ok]
+            console.print(f"{mark} {escape(detail)}")
+
     t0 = time.monotonic()
     # Configured tiers are checked as they are; unconfigured ones on embedded servers.
     try:
         svc = Services(s)
         endpoints = svc.start()
     except StratacrawlError as e:
-        console.print(f"[red]✗[/] embedded servers: {e}")
-        raise typer.Exit(1) from None
+        say("embedded servers", False, f"embedded servers: {e}")
+        _finish(checks, t0, as_json)
     try:
         rt = Runtime(s, endpoints)
         for name, result in asyncio.run(_checks(rt)):
             if isinstance(result, BaseException):
-                failed.append(name)
-                console.print(f"[red]✗[/] {result}")
+                say(name, False, str(result))
             else:
                 where = "embedded" if name.lower().replace("postgresql", "postgres") \
                     in endpoints.embedded else "configured"
-                console.print(f"[green]✓[/] {name}: {result} ({where})")
+                say(name, True, f"{name}: {result} ({where})")
     finally:
         svc.stop()
     try:
-        console.print(f"[green]✓[/] Prefect: {prefect_status(s)}")
+        say("Prefect", True, f"Prefect: {prefect_status(s)}")
     except StratacrawlError as e:
-        failed.append("Prefect")
-        console.print(f"[red]✗[/] {e}")
+        say("Prefect", False, str(e))
     if s.sources.exists() or "STRATACRAWL_SOURCES" in os.environ:
         try:
             parsed = load_sources(s.sources)
-            console.print(f"[green]✓[/] sources: {s.sources} ({len(parsed.sources)} sources)")
+            say("sources", True, f"sources: {s.sources} ({len(parsed.sources)} sources)")
         except SourcesError as e:
-            failed.append("sources")
             for p in e.problems:
-                console.print(f"[red]✗[/] {p}")
+                say("sources", False, p)
     else:
-        console.print(f"[yellow]-[/] sources: no {s.sources} here (set STRATACRAWL_SOURCES)")
-    console.print(f"({time.monotonic() - t0:.1f} s)")
+        say("sources", None, f"sources: no {s.sources} here (set STRATACRAWL_SOURCES)")
+    _finish(checks, t0, as_json)
+
+
+def _finish(checks: list[dict[str, object]], t0: float, as_json: bool) -> None:
+    failed = list(dict.fromkeys(str(c["check"]) for c in checks if c["ok"] is False))
+    seconds = round(time.monotonic() - t0, 1)
+    if as_json:
+        emit_json({"ok": not failed, "failed": failed, "checks": checks, "seconds": seconds})
+    else:
+        console.print(f"({seconds} s)")
+        if failed:
+            console.print(f"[red]doctor: failed: {', '.join(failed)}[/]")
     if failed:
-        console.print(f"[red]doctor: failed: {', '.join(failed)}[/]")
-        raise typer.Exit(1)
+        # a tier or Prefect unreachable: 3; only the sources file wrong: 2
+        raise typer.Exit(EXIT_TIER if set(failed) - {"sources"} else EXIT_BAD_INPUT)

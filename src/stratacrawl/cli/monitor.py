@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from stratacrawl.cli.common import console, fail, run, settings
+from stratacrawl.cli.common import EXIT_FAILED, JSON, console, emit_json, fail, run, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.monitor.evaluate import Evaluation, evaluate
 from stratacrawl.monitor.inspection import inspect
@@ -30,7 +32,8 @@ def _load(path: Path) -> SourcesFile:
 
 
 def trace_cmd(source: str = typer.Argument(..., help="Source id."),
-              n: int = typer.Option(20, "-n", help="How many requests (at most 100).")) -> None:
+              n: int = typer.Option(20, "-n", help="How many requests (at most 100)."),
+              as_json: bool = JSON) -> None:
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
 
     async def main() -> list[dict[str, object]]:
@@ -38,6 +41,9 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
             return await LiveMetrics(redis=c.redis).trace(source, n)
 
     rows = run(main())
+    if as_json:
+        emit_json(rows)
+        return
     table = Table(title=f"{source}: last {len(rows)} requests")
     for col in ("time", "URL", "status", "ms", "bytes", "error", "worker"):
         table.add_column(col)
@@ -76,8 +82,9 @@ def metrics_serve(sources: Path = SOURCES,
     _serve(sources, port or settings().metrics_port, evaluate_every or None, "metrics")
 
 
-def monitor_cmd(sources: Path = SOURCES) -> None:
-    """Evaluate the alert rules once: what fires, what is pending, what resolved."""
+def monitor_cmd(sources: Path = SOURCES, as_json: bool = JSON) -> None:
+    """Evaluate the alert rules once: what fires, what is pending, what resolved; exit 1
+    while an alert condition holds (fired or pending)."""
     parsed = _load(sources)
     s = settings()
 
@@ -86,17 +93,28 @@ def monitor_cmd(sources: Path = SOURCES) -> None:
             return await evaluate(c, parsed, hold_s=s.alert_hold_s)
 
     ev = run(main())
-    for sid, f, alert_id in ev.fired:
-        console.print(f"[red]FIRED[/] {f.level} {f.rule} {sid}: {f.message} (alert {alert_id})")
-    for sid, f, held in ev.pending:
-        console.print(f"pending {f.level} {f.rule} {sid}: {f.message} (held {held:.0f} s)")
-    for sid, rule in ev.resolved:
-        console.print(f"[green]resolved[/] {rule} {sid}")
-    if not (ev.fired or ev.pending or ev.resolved):
-        console.print("no alert condition")
+    if as_json:
+        emit_json({
+            "fired": [{"source": sid, **asdict(f), "alert_id": aid} for sid, f, aid in ev.fired],
+            "pending": [{"source": sid, **asdict(f), "held_s": round(held, 1)}
+                        for sid, f, held in ev.pending],
+            "resolved": [{"source": sid, "rule": rule} for sid, rule in ev.resolved]})
+    else:
+        for sid, f, alert_id in ev.fired:
+            console.print(f"[red]FIRED[/] {f.level} {f.rule} {escape(sid)}: "
+                          f"{escape(f.message)} (alert {alert_id})")
+        for sid, f, held in ev.pending:
+            console.print(f"pending {f.level} {f.rule} {escape(sid)}: {escape(f.message)} "
+                          f"(held {held:.0f} s)")
+        for sid, rule in ev.resolved:
+            console.print(f"[green]resolved[/] {rule} {escape(sid)}")
+        if not (ev.fired or ev.pending or ev.resolved):
+            console.print("no alert condition")
+    if ev.fired or ev.pending:
+        raise typer.Exit(EXIT_FAILED)
 
 
-def inspect_cmd() -> None:
+def inspect_cmd(as_json: bool = JSON) -> None:
     """The weekly inspection now; writes the Markdown report under the state folder."""
     s = settings()
 
@@ -105,4 +123,7 @@ def inspect_cmd() -> None:
             return await inspect(c.pool, s.state_path / "inspection")
 
     path = run(main())
+    if as_json:
+        emit_json({"report": path, "markdown": path.read_text()})
+        return
     console.print(f"inspection report: {path}")

@@ -3,6 +3,7 @@ data half of the pipeline, from staged pages to checked records and out."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import typer
 from rich.table import Table
 
 from stratacrawl.clean.cleaner import Cleaner, CleanReport, clean_staged
-from stratacrawl.cli.common import console, fail, run, settings
+from stratacrawl.cli.common import EXIT_FAILED, JSON, bad_input, console, emit_json, fail, run, settings
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.export import export_records
@@ -32,7 +33,7 @@ def _sources(path: Path, only: str | None = None) -> SourcesFile:
             parsed.get(only)
         return parsed
     except KeyError as e:
-        fail(str(e).strip('"'))
+        bad_input(str(e).strip('"'))
         raise
     except StratacrawlError as e:
         fail(e)
@@ -63,11 +64,12 @@ def clean_cmd(
                                  help="Re-clean the source-day (after a rule fix)."),
     seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
     follow: bool = typer.Option(False, help="Keep waiting for new pages (until --seconds)."),
+    as_json: bool = JSON,
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
     parsed = _sources(sources, source)
     if reclean and (source is None or day is None):
-        fail("--reclean needs --source and --day")
+        bad_input("--reclean needs --source and --day")
     when = _day(day) if day else None
 
     async def main() -> tuple[int, CleanReport]:
@@ -82,6 +84,9 @@ def clean_cmd(
             return reset, report
 
     reset, report = run(main())
+    if as_json:
+        emit_json({"recleaned_pages": reset, **asdict(report)})
+        return
     if reclean:
         console.print(f"re-cleaning {reset} page(s) of {source} on {when}")
     console.print(clean_table(report))
@@ -91,7 +96,7 @@ def _day(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        fail(f"not a day (YYYY-MM-DD): {text!r}")
+        bad_input(f"not a day (YYYY-MM-DD): {text!r}")
         raise
 
 
@@ -112,6 +117,7 @@ def validate_cmd(
     source: str | None = typer.Option(None, "--source", help="Only this source."),
     day: str | None = typer.Option(None, "--day", help="Day to check (default: today, UTC)."),
     days: int = typer.Option(1, "--days", help="Check this many days back, ending --day."),
+    as_json: bool = JSON,
 ) -> None:
     """Run the Great Expectations suites per source and day; exit 1 if a check fails."""
     parsed = _sources(sources, source)
@@ -125,9 +131,12 @@ def validate_cmd(
             return await v.validate(chosen, day_list)
 
     results = run(main())
-    console.print(results_table(results))
+    if as_json:
+        emit_json({"success": all(r.success for r in results), "results": results})
+    else:
+        console.print(results_table(results))
     if not all(r.success for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def export_cmd(
@@ -166,12 +175,16 @@ def expectations_init(
     console.print(f"{len(written)} suite(s) written, {len(parsed.sources) - len(written)} kept")
 
 
-def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind.")) -> None:
+def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),
+               as_json: bool = JSON) -> None:
     """Open alerts (format anomalies, failed checks), newest first."""
 
     async def main() -> None:
         async with open_session(settings()) as comps:
             alerts = await open_alerts(comps.pool, kind)
+        if as_json:
+            emit_json(alerts)
+            return
         table = Table(title=f"{len(alerts)} open alert(s)")
         for col in ("raised", "kind", "source", "severity", "message"):
             table.add_column(col)

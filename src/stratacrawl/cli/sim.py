@@ -12,7 +12,7 @@ import typer
 import uvloop
 import yaml
 
-from stratacrawl.cli.common import console, fail
+from stratacrawl.cli.common import bad_input, console
 from stratacrawl.sim import Simulator, build_specs
 from stratacrawl.sim.content import truth
 from stratacrawl.sim.crawl_config import sources_document
@@ -27,7 +27,7 @@ def _epoch(text: str | None) -> datetime | None:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        fail(f"--epoch: expected an ISO date-time, got {text!r}")
+        bad_input(f"--epoch: expected an ISO date-time, got {text!r}")
         raise
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from stratacrawl.cli.common import console, err
 from stratacrawl.errors import SourcesError
@@ -20,6 +21,6 @@ def validate(file: Path) -> None:
         parsed = load_sources(file)
     except SourcesError as e:
         for p in e.problems:
-            err.print(f"[red]✗[/] {p}")
+            err.print(f"[red]✗[/] {escape(str(p))}")
         raise typer.Exit(1) from None
     console.print(f"[green]✓[/] {file}: {len(parsed.sources)} source(s): {', '.join(parsed.ids)}")

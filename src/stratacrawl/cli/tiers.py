@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from stratacrawl.cli.common import console, fail, run, settings
+from stratacrawl.cli.common import EXIT_FAILED, EXIT_TIER, JSON, console, emit_json, fail, run, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.session import open_session
 from stratacrawl.sources import snapshot_source_ids
@@ -19,7 +20,8 @@ from stratacrawl.tiers.recovery import RecoveryReport, recover
 from stratacrawl.tiers.sinking import SinkReport, sink
 
 
-def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized).")) -> None:
+def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized)."),
+               as_json: bool = JSON) -> None:
     """What the tiers know about a URL, and which tier answered."""
 
     async def main() -> URLFacts | None:
@@ -28,13 +30,20 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
                                 pool=c.pool)
 
     facts = run(main())
+    if as_json:
+        emit_json({"url": url, "found": facts is not None} if facts is None else {
+            "url": url, "found": True, **facts.same_facts(), "tier": facts.tier,
+            "in_hot": facts.in_hot})
+        if facts is None:
+            raise typer.Exit(EXIT_FAILED)
+        return
     if facts is None:
         fail(f"unknown URL: {url}")
     for k, v in {**facts.same_facts(), "tier": facts.tier, "in_hot": facts.in_hot}.items():
         console.print(f"{k:<14} {v}")
 
 
-def recover_cmd() -> None:
+def recover_cmd(as_json: bool = JSON) -> None:
     """Rebuild hot (and warm, if empty) from cold; safe to run at any time."""
 
     async def main() -> RecoveryReport:
@@ -42,13 +51,16 @@ def recover_cmd() -> None:
             return await recover(c)
 
     report = run(main())
+    if as_json:
+        emit_json({**asdict(report), "resumed_after_s": report.resumed_after_s})
+        return
     for line in report.lines():
         console.print(line)
     console.print(f"recovered in {report.seconds:.2f} s; fetching could resume after "
                   f"{report.resumed_after_s:.2f} s")
 
 
-def demote_cmd() -> None:
+def demote_cmd(as_json: bool = JSON) -> None:
     """Demote committed fetches to warm now (what the `demotion` deployment runs)."""
     s = settings()
 
@@ -57,16 +69,23 @@ def demote_cmd() -> None:
             return await demote(c.pool, c.es, c.runtime.layout)
 
     r = run(main())
+    if as_json:
+        emit_json(r)
+        if r.error:
+            raise typer.Exit(EXIT_TIER)
+        return
     if r.busy:
         console.print("another process is demoting; nothing done here")
         return
     console.print(f"demoted {r.rows} URL states ({r.docs} warm documents)")
     if r.error:
-        fail(f"demotion stopped: {r.error} (the watermark stays; run it again later)")
+        fail(f"demotion stopped: {r.error} (the watermark stays; run it again later)",
+             EXIT_TIER)
 
 
 def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
-                                          envvar="STRATACRAWL_SOURCES")) -> None:
+                                          envvar="STRATACRAWL_SOURCES"),
+             as_json: bool = JSON) -> None:
     """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging retention."""
     s = settings()
     try:
@@ -82,6 +101,9 @@ def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
                               staging_days=s.staging_retention_days, snapshot_sources=snapshots)
 
     r = run(main())
+    if as_json:
+        emit_json(r)
+        return
     console.print(f"demoted (backfill) {r.demoted.rows}; hot access written back "
                   f"{r.access_written_back}; warm → cold {r.warm_deleted} documents, "
                   f"{r.warm_refreshed} refreshed; indices dropped {len(r.indices_dropped)}, "
@@ -92,8 +114,8 @@ def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
 
 
 def compensate_cmd(after_h: float | None = typer.Option(
-        None, "--after-hours", help="Overdue threshold (default STRATACRAWL_COMPENSATE_AFTER_H).")
-                   ) -> None:
+        None, "--after-hours", help="Overdue threshold (default STRATACRAWL_COMPENSATE_AFTER_H)."),
+                   as_json: bool = JSON) -> None:
     """Re-schedule overdue tasks, release parked batches, reclaim expired leases."""
     s = settings()
 
@@ -103,6 +125,9 @@ def compensate_cmd(after_h: float | None = typer.Option(
                 hours=after_h if after_h is not None else s.compensate_after_h))
 
     report = run(main())
+    if as_json:
+        emit_json(dict(sorted(report.items())))
+        return
     table = Table(title="compensation")
     for col in ("source", "reclaimed", "rescheduled", "released", "unfinished", "failed 24 h"):
         table.add_column(col)
