@@ -46,6 +46,19 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
     checked = cli("validate", "--sources", str(sources), env=env, timeout=180)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count("pass") >= 2
+    # the same reports as JSON, for scripts: one document each
+    report = json.loads(cli("validate", "--sources", str(sources), "--json", env=env,
+                            timeout=180).stdout)
+    assert report["success"] is True
+    assert {r["source_id"] for r in report["results"]} == {"news-1", "products-2"}
+    assert all(c["success"] for r in report["results"] for c in r["checks"])
+    again = json.loads(cli("clean", "--sources", str(sources), "--json", env=env).stdout)
+    assert again["stats"]["pages"] == 0  # everything was cleaned above
+    missing = cli("lookup", "http://127.0.0.1:9/nowhere", "--json", env=env)
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout) == {"url": "http://127.0.0.1:9/nowhere", "found": False}
+    bad_day = cli("validate", "--sources", str(sources), "--day", "2026-13-01", env=env)
+    assert bad_day.returncode == 2 and "not a day" in bad_day.stderr
 
     out = tmp_path / "products.jsonl"
     done = cli("export", "--source", "products-2", "--since", "2000-01-01", "--format", "jsonl",
@@ -71,6 +84,7 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
 
     alerts = cli("alerts", env=env)
     assert alerts.returncode == 0 and "0 open alert(s)" in alerts.stdout
+    assert json.loads(cli("alerts", "--json", env=env).stdout) == []
 
     require_chromium()
     docs = tmp_path / "docs"

@@ -6,14 +6,25 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from stratacrawl.cli.common import EXIT_FAILED, JSON, console, emit_json, fail, run, settings
+from stratacrawl.cli.common import (
+    EXIT_FAILED,
+    JSON,
+    bad_input,
+    console,
+    emit_json,
+    fail,
+    run,
+    settings,
+)
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.monitor.evaluate import Evaluation, evaluate
 from stratacrawl.monitor.inspection import inspect
 from stratacrawl.monitor.live import LiveMetrics
+from stratacrawl.monitor.prom_rules import rules_document
 from stratacrawl.monitor.web import serve
 from stratacrawl.session import open_session
 from stratacrawl.sources import SourcesFile, load_sources
@@ -112,6 +123,27 @@ def monitor_cmd(sources: Path = SOURCES, as_json: bool = JSON) -> None:
             console.print("no alert condition")
     if ev.fired or ev.pending:
         raise typer.Exit(EXIT_FAILED)
+
+
+def alert_rules_cmd(
+    sources: Path = SOURCES,
+    fmt: str = typer.Option("prometheus", "--format", help="Only prometheus for now."),
+    out: Path | None = typer.Option(None, "--out", help="File (default: standard output)."),
+    hold_s: float | None = typer.Option(None, "--for-seconds", help="The rules' for: "
+                                        "(default STRATACRAWL_ALERT_HOLD_S, 180)."),
+) -> None:
+    """The alert rules as a Prometheus rules file (thresholds per source from the sources
+    file), for a Prometheus that scrapes `stratacrawl metrics serve`."""
+    if fmt != "prometheus":
+        bad_input(f"--format: {fmt!r} is not a known format; have: prometheus")
+    parsed = _load(sources)
+    hold = settings().alert_hold_s if hold_s is None else hold_s
+    text = yaml.safe_dump(rules_document(parsed, hold), sort_keys=False, width=1000)
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text)
+        console.print(f"wrote the rules of {len(parsed.sources)} source(s) to {out}")
 
 
 def inspect_cmd(as_json: bool = JSON) -> None:

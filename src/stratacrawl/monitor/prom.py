@@ -3,6 +3,7 @@ taken at scrape time; ``stratacrawl metrics serve`` exposes it on ``/metrics``."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -46,7 +47,18 @@ class SnapshotCollector(Collector):
                                   labels=["source"])
         done = GaugeMetricFamily(FAMILIES[6], "Task created → record committed, last hour",
                                  labels=["source", "quantile"])
+        # what the alert rules also need (stratacrawl alert-rules --format prometheus)
+        requests = GaugeMetricFamily("stratacrawl_requests", "Requests, 5 minutes and the "
+                                     "baseline hour", labels=["source", "window"])
+        silent = GaugeMetricFamily("stratacrawl_last_success_age_seconds",
+                                   "Seconds since the newest successful fetch (+Inf: none)",
+                                   labels=["source"])
+        now = time.time()
         for sid, m in sorted(self.snapshot.items()):
+            requests.add_metric([sid, "5m"], m.window.requests)
+            requests.add_metric([sid, "baseline"], m.baseline.requests)
+            silent.add_metric([sid], now - m.last_success_at if m.last_success_at
+                              else float("inf"))
             lag.add_metric([sid], m.lag_s)
             due.add_metric([sid], m.due_tasks)
             success.add_metric([sid], _none(m.window.success_rate))
@@ -58,6 +70,7 @@ class SnapshotCollector(Collector):
             backlog.add_metric([sid, "hot"], m.hot_backlog)
             backlog.add_metric([sid, "ledger"], m.ledger_backlog)
             ingest.add_metric([sid, "fetched"], m.fetched_per_min)
+            ingest.add_metric([sid, "ok"], m.ok_per_min)
             ingest.add_metric([sid, "staged"], m.staged_per_min)
             ingest.add_metric([sid, "records"], m.records_per_min)
             retry.add_metric([sid], _none(w.retry_ratio))
@@ -72,7 +85,8 @@ class SnapshotCollector(Collector):
             rate.add_metric([sid, "configured"], configured)
             rate.add_metric([sid, "effective"], effective)
             held.add_metric([sid], hold)
-        yield from (lag, due, success, latency, backlog, ingest, retry, done, rate, held)
+        yield from (lag, due, success, latency, backlog, ingest, retry, done, requests, silent,
+                    rate, held)
 
 
 def registry() -> tuple[CollectorRegistry, SnapshotCollector]:

@@ -76,3 +76,57 @@ def findings(m: SourceMetrics, t: AlertThresholds, now: float,
                                f"{(backlog_history[-1][0] - backlog_history[0][0]) / 60:.0f} min",
                                float(values[-1])))
     return out
+
+
+# The same rules in PromQL, over the gauges of ``/metrics`` (``monitor/prom.py``), for
+# teams that alert with Prometheus (``stratacrawl alert-rules --format prometheus``).
+# ``{sel}`` is the source's label selector; the other names are the source's thresholds
+# (``stopped_s``: ``stopped_after`` in seconds). One entry per (rule, level) the
+# evaluator above can find — a test holds the two together. The backlog rule is
+# approximated as a rise of ``backlog_growth`` over 15 minutes (the evaluator also wants
+# every step non-decreasing).
+_REQ = 'stratacrawl_requests{{{sel},window="5m"}}'
+PROMQL: dict[tuple[str, str], str] = {
+    ("fetch_stopped", "P0"):
+        "stratacrawl_due_tasks{{{sel}}} > 0 and on(source) "
+        "stratacrawl_scheduling_lag_seconds{{{sel}}} > {stopped_s} and on(source) "
+        "stratacrawl_last_success_age_seconds{{{sel}}} > {stopped_s}",
+    ("success_rate", "P1"):
+        "stratacrawl_fetch_success_ratio{{{sel}}} < {success_severe} and on(source) "
+        + _REQ + " >= {min_requests}",
+    ("success_rate", "P2"):
+        "stratacrawl_fetch_success_ratio{{{sel}}} < {success_alert} and "
+        "stratacrawl_fetch_success_ratio{{{sel}}} >= {success_severe} and on(source) "
+        + _REQ + " >= {min_requests}",
+    ("retry_ratio", "P2"):
+        "stratacrawl_retry_ratio{{{sel}}} > {retry_ratio} and on(source) "
+        + _REQ + " >= {min_requests}",
+    ("ingest_lag", "P1"):
+        'stratacrawl_ingest_per_minute{{{sel},stage="staged"}} < ignoring(stage) '
+        '{ingest_ratio} * stratacrawl_ingest_per_minute{{{sel},stage="ok"}} and on(source) '
+        + _REQ + " >= {min_requests}",
+    ("latency", "P1"):
+        'stratacrawl_response_time_seconds{{{sel},stat="mean"}} / ignoring(stat) '
+        'stratacrawl_response_time_seconds{{{sel},stat="baseline_mean"}} >= {latency_intervene}'
+        " and on(source) " + _REQ + " >= {min_requests} and on(source) "
+        'stratacrawl_requests{{{sel},window="baseline"}} >= {min_requests}',
+    ("latency", "P2"):
+        '(stratacrawl_response_time_seconds{{{sel},stat="mean"}} / ignoring(stat) '
+        'stratacrawl_response_time_seconds{{{sel},stat="baseline_mean"}}) >= '
+        "{latency_attention} < {latency_intervene} and on(source) " + _REQ
+        + " >= {min_requests} and on(source) "
+        'stratacrawl_requests{{{sel},window="baseline"}} >= {min_requests}',
+    ("backlog_growing", "P3"):
+        'stratacrawl_queue_backlog{{{sel},where="ledger"}} >= 100 and '
+        'stratacrawl_queue_backlog{{{sel},where="ledger"}} >= (1 + {backlog_growth}) * '
+        '(stratacrawl_queue_backlog{{{sel},where="ledger"}} offset 15m) and '
+        '(stratacrawl_queue_backlog{{{sel},where="ledger"}} offset 15m) > 0',
+}
+
+
+def promql(rule: str, level: str, source_id: str, t: AlertThresholds) -> str:
+    """The PromQL of ``(rule, level)`` for one source and its thresholds."""
+    values = t.model_dump()
+    values["stopped_s"] = parse_duration(t.stopped_after).total_seconds()
+    escaped = source_id.replace("\\", "\\\\").replace('"', '\\"')
+    return PROMQL[(rule, level)].format(sel=f'source="{escaped}"', **values)
