@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from prefect.client.orchestration import get_client
+
 from blocks.connections import (
     ElasticsearchConnection,
     PostgresConnection,
@@ -17,6 +19,7 @@ from blocks.connections import (
     SourcesFileBlock,
 )
 from deployments import automations
+from flows.common import WARM_WRITER
 
 
 def register() -> list[str]:
@@ -42,6 +45,14 @@ def register() -> list[str]:
     return saved
 
 
+def ensure_limits() -> list[str]:
+    """The global concurrency limits the flows take slots of (flows/common.py)."""
+    with get_client(sync_client=True) as client:
+        client.upsert_global_concurrency_limit_by_name(WARM_WRITER, 1)
+    return [f"{WARM_WRITER} (1)"]
+
+
 if __name__ == "__main__":
     print("registered blocks:", ", ".join(register()) or "none")
+    print("global concurrency limits:", ", ".join(ensure_limits()))
     print("automations:", "; ".join(automations.ensure()))

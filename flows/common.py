@@ -17,6 +17,7 @@ from prefect.artifacts import (
     aupdate_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
+from prefect.concurrency.asyncio import concurrency
 
 from blocks.connections import BLOCK_NAMES
 from flows.retries import TRANSIENT
@@ -117,9 +118,22 @@ class Progress:
             await aupdate_progress_artifact(self.artifact_id, progress=percent)
 
 
+# Steps of different deployments that must not run at once take a slot of a Prefect
+# global concurrency limit (created by deployments/bootstrap.py): demotion and the
+# nightly sinking's backfill both move URL state to warm from cold's watermark. The
+# PostgreSQL advisory lock inside demote() stays as the safety net (a limit that does
+# not exist on the server is skipped, with Prefect's warning).
+WARM_WRITER = "stratacrawl-warm-writer"
+STEP_LIMITS = {"demote to warm": WARM_WRITER, "backfill demotion": WARM_WRITER}
+LIMIT_WAIT_S = 900.0
+
+
 @task(cache_policy=NO_CACHE, **TRANSIENT)
-async def _step(fn: Callable[[], Awaitable[Any]]) -> Any:
-    return await fn()
+async def _step(fn: Callable[[], Awaitable[Any]], limit: str | None = None) -> Any:
+    if limit is None:
+        return await fn()
+    async with concurrency(limit, occupy=1, timeout_seconds=LIMIT_WAIT_S):
+        return await fn()
 
 
 async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -128,4 +142,4 @@ async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
     starts the work afresh each time (a retry runs it again); it may hold open clients,
     so nothing is cached or persisted. Also the core's step runner
     (:class:`stratacrawl.steps.StepRunner`)."""
-    return await _step.with_options(name=name, task_run_name=name)(fn)
+    return await _step.with_options(name=name, task_run_name=name)(fn, STEP_LIMITS.get(name))

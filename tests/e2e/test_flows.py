@@ -156,3 +156,26 @@ async def test_a_wrong_flow_parameter_fails_the_run_at_once_naming_it(
     assert state.is_failed()
     assert named in (state.message or ""), state.message
     assert await _task_runs(state) == []  # failed before any step ran: nothing retried
+
+
+async def test_demotion_waits_for_the_warm_writer_slot_another_deployment_holds(
+        prefect_api: None, flow_env: Settings) -> None:
+    """Demotion and the nightly sinking's backfill share a Prefect global concurrency
+    limit: while one holds it (here: the test), the other's step waits."""
+    from prefect.concurrency.asyncio import concurrency
+
+    from flows.common import WARM_WRITER
+    from flows.demotion import demotion
+
+    async with get_client() as client:
+        await client.upsert_global_concurrency_limit_by_name(WARM_WRITER, 1)
+    try:
+        async with concurrency(WARM_WRITER, occupy=1):
+            run = asyncio.create_task(demotion(return_state=True))
+            await asyncio.sleep(5)
+            assert not run.done()  # its "demote to warm" step waits for the slot
+        state = await asyncio.wait_for(run, 120)
+        assert state.is_completed(), state.message
+    finally:
+        async with get_client() as client:
+            await client.delete_global_concurrency_limit_by_name(WARM_WRITER)

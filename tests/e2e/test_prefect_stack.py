@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from deployments.automations import CRASH_UNRESPONSIVE
+from flows.common import WARM_WRITER
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
 from stratacrawl.services.embedded import free_port
 from stratacrawl.stack import HEARTBEAT_S
@@ -38,6 +39,8 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
         names = {d["name"] for d in deployments}
         assert {"health", "fetch", "demotion"} <= names
+        limits = httpx.post(f"{api}/v2/concurrency_limits/filter", json={}, timeout=10).json()
+        assert {(gl["name"], gl["limit"]) for gl in limits} >= {(WARM_WRITER, 1)}
         automations = httpx.post(f"{api}/automations/filter", json={}, timeout=10).json()
         crash = next(a for a in automations if a["name"] == CRASH_UNRESPONSIVE)
         assert crash["enabled"] and crash["actions"][0]["state"] == "CRASHED"
