@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from stratacrawl.cold.metrics_history import read_minutes
 from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.families import collect
@@ -50,8 +52,17 @@ async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Pa
             assert row["backlog"] == str(m.ledger_backlog)
             assert row["success"] == f"{m.window.success_rate:.1%}"
             assert row["status"] == "ok" and row["alerts"] == "0"
+        # the charts: server-side SVG with the crawl's requests in them, window links
+        for chart in ("pages", "success", "latency", "backlog", "ingest", "alerts"):
+            assert f'class="chart {chart}"' in after, chart
+        assert 'data-series="requests"' in after and "no alert in this window" in after
+        assert "?hours=1" in after and "<b>24 h</b>" in after
+        charted = sum(r.requests or 0 for r in await read_minutes(
+            comps.pool, datetime.now(UTC) - timedelta(hours=1)))
+        assert charted == sum(truth[s.id].window.requests for s in specs)
         page = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/source/{specs[0].id}",
                                        tmp_path / "c3")
         assert page.count("<tr") - 1 == min(100, truth[specs[0].id].window.requests)
+        assert 'class="chart pages"' in page and "no validation yet" in page
         stop.set()
         await server

@@ -169,6 +169,28 @@ class LiveMetrics:
             w.add(raw)
         return w
 
+    async def minutes(self, source_ids: Sequence[str], count: int,
+                      now: float | None = None) -> dict[str, list[tuple[int, Window]]]:
+        """Per source, the last ``count`` minutes up to ``now``, the current one so far
+        (epoch minute, counters), oldest first; minutes with no request are left out."""
+        last = int((now or time.time()) // 60)
+        span = range(last - count + 1, last + 1)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for sid in source_ids:
+                for m in span:
+                    pipe.hgetall(minute_key(sid, m))
+            rows = iter(await pipe.execute())
+        out: dict[str, list[tuple[int, Window]]] = {}
+        for sid in source_ids:
+            out[sid] = []
+            for m in span:
+                raw = next(rows)
+                if raw:
+                    w = Window()
+                    w.add(raw)
+                    out[sid].append((m, w))
+        return out
+
     async def trace(self, source_id: str, n: int = TRACE_LEN) -> list[dict[str, object]]:
         raw = await self.redis.lrange(trace_key(source_id), 0, n - 1)
         return [json.loads(x) for x in raw]

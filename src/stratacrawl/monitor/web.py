@@ -1,9 +1,12 @@
 """The read-only ops page and the Prometheus endpoint, one small aiohttp app.
 
 ``/`` sources with status, success rate, backlog, last success, open alerts, the last
-validation with its Data Docs link; ``/source/<id>`` that source's last 100 requests and
-alerts; ``/metrics`` the seven families. Pages are rendered on the server (no scripts):
-they open anywhere, offline included. Optionally evaluates the alert rules periodically.
+validation with its Data Docs link, and charts of the whole crawl over the last hours
+(``?hours=1|6|24|72``); ``/source/<id>`` the same charts for that source, its validation
+strip (last 14 days) and its last 100 requests; ``/metrics`` the seven families. Pages
+and charts (SVG) are rendered on the server: they open anywhere, offline included; a
+few lines of inline script refresh the charts every minute without reloading the page.
+Optionally evaluates the alert rules periodically.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from stratacrawl.cold.alerts import Alert, open_alerts
+from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validation_strip
 from stratacrawl.components import Components
 from stratacrawl.hot.throttle import effective_rates
+from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SourceMetrics, collect
+from stratacrawl.monitor.history import roll_up
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom import registry
 from stratacrawl.sources import SourcesFile
@@ -32,7 +38,16 @@ from stratacrawl.sources import SourcesFile
 log = logging.getLogger(__name__)
 STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:"
          "collapse}td,th{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left}"
-         ".ok{color:#080}.warn{color:#b60}.bad{color:#c00}.idle{color:#888}")
+         ".ok{color:#080}.warn{color:#b60}.bad{color:#c00}.idle{color:#888}"
+         "#charts{display:flex;flex-wrap:wrap;gap:8px}.strip span{display:inline-block;"
+         "width:18px;height:18px;margin:1px}.strip .pass{background:#3a3}"
+         ".strip .fail{background:#d33}")
+WINDOWS_H = (1, 6, 24, 72)
+# Swaps in the charts of a fresh copy of this page every minute (no reload, no libraries).
+REFRESH = ("<script>setInterval(async()=>{try{const r=await fetch(location.href);"
+           "const d=new DOMParser().parseFromString(await r.text(),'text/html');"
+           "document.getElementById('charts').replaceWith(d.getElementById('charts'));}"
+           "catch(e){}},60000)</script>")
 
 
 def _age(epoch: float | None, now: float) -> str:
@@ -76,6 +91,7 @@ class OpsApp:
         self.evaluate_every_s = evaluate_every_s
         self.hold_s = hold_s
         self.registry, self.collector = registry()
+        self._rolled_at = 0.0
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -121,7 +137,30 @@ class OpsApp:
                 "FROM validation_results ORDER BY source_id, run_at DESC")
             return {sid: (ok, day, docs) for sid, ok, day, docs in await cur.fetchall()}
 
-    async def index(self, _: web.Request) -> web.Response:
+    async def _charts(self, request: web.Request, source_id: str | None, now: float) -> str:
+        """The charts block of a page, over ``?hours=`` (default 24), with the window links.
+        The last minutes of hot's counters are rolled up first (all that hot still holds,
+        two hours, every ten minutes), so the charts are current without an evaluator."""
+        try:
+            hours = float(request.query.get("hours", 24))
+        except ValueError:
+            raise web.HTTPBadRequest(text="hours: expected a number") from None
+        if not 0 < hours <= 24 * 7:
+            raise web.HTTPBadRequest(text="hours: between 0 and 168")
+        full = now - self._rolled_at > 600
+        await roll_up(self.comps.pool, self.comps.redis, self.sources.ids,
+                      minutes=120 if full else 2, now=now)
+        if full:
+            self._rolled_at = now
+        since = datetime.fromtimestamp(now - hours * 3600, UTC)
+        rows = await read_minutes(self.comps.pool, since, source_id)
+        spans = await alert_spans(self.comps.pool, since, source_id)
+        links = " · ".join(f"<b>{h} h</b>" if h == hours else f"<a href='?hours={h}'>{h} h</a>"
+                           for h in WINDOWS_H)
+        return (f"<p class='window'>window: {links}</p><div id='charts'>"
+                f"{charts_html(rows, spans, now - hours * 3600, now, now)}</div>{REFRESH}")
+
+    async def index(self, request: web.Request) -> web.Response:
         now = time.time()
         metrics = await collect(self.comps, self.sources.ids)
         alerts = await open_alerts(self.comps.pool)
@@ -149,7 +188,8 @@ class OpsApp:
             f"<li class='{'bad' if a.severity == 'critical' else 'warn'}'>{a.level or a.severity} "
             f"{escape(a.kind)} {escape(a.source_id or '')}: {escape(a.message)} "
             f"<small>{a.raised_at:%H:%M:%S}</small></li>" for a in alerts)
-        body = ("<table><tr><th>source</th><th>status</th><th>success (5 min)</th>"
+        body = (f"<h2>Whole crawl</h2>{await self._charts(request, None, now)}"
+                "<h2>Sources</h2><table><tr><th>source</th><th>status</th><th>success (5 min)</th>"
                 "<th>requests (5 min)</th><th>rate /s (effective of configured)</th>"
                 "<th>backlog</th><th>hot window</th><th>last success</th>"
                 "<th>open alerts</th><th>last validation</th></tr>" + "".join(rows) + "</table>"
@@ -166,7 +206,14 @@ class OpsApp:
             f"<td>{escape(str(t['url']))}</td><td>{t.get('status') or ''}</td><td>{t['ms']}</td>"
             f"<td>{t['bytes']}</td><td>{escape(str(t.get('error') or ''))}</td>"
             f"<td>{escape(str(t.get('worker') or ''))}</td></tr>" for t in trace)
-        body = (f"<p><a href='/'>all sources</a></p><h2>Last {len(trace)} requests</h2><table>"
+        strip = "".join(
+            f"<a href='{escape(docs or '#')}'><span class='{'pass' if ok else 'fail'}' "
+            f"title='{day}: {'pass' if ok else 'FAIL'}'></span></a>"
+            for day, ok, docs in await validation_strip(self.comps.pool, sid))
+        body = (f"<p><a href='/'>all sources</a></p>{await self._charts(request, sid, time.time())}"
+                f"<h2>Validation, last 14 days</h2><p class='strip'>"
+                f"{strip or 'no validation yet'}</p>"
+                f"<h2>Last {len(trace)} requests</h2><table>"
                 "<tr><th>time</th><th>URL</th><th>status</th><th>ms</th><th>bytes</th><th>error</th>"
                 f"<th>worker</th></tr>{rows}</table>")
         return _page(f"Source {sid}", body)
