@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from aiohttp.test_utils import make_mocked_request
 
 from stratacrawl.components import Components
 from stratacrawl.crawl import CrawlReport, crawl
@@ -172,7 +173,7 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     line = next(ln for ln in metrics.splitlines() if ln.startswith(
         "stratacrawl_rate_per_second") and 'kind="effective"' in ln)
     assert float(line.rsplit(" ", 1)[1]) < 20.0
-    page = (await ops.index(None)).text  # type: ignore[arg-type]
+    page = (await ops.index(make_mocked_request("GET", "/"))).text
     assert "(429s)" in page and "of 40" in page
     async with comps.pool.connection() as conn:
         left = (await (await conn.execute(
