@@ -10,10 +10,10 @@ workers (Prefect's default 180 s; ``stratacrawl up`` and the load test use short
 P0 or P1 (the monitor flow emits one per alert it raises, the level as the resource
 label ``stratacrawl.alert.level``) becomes a notification through the notification
 block named ``stratacrawl-alerts``. By default that block is a Custom Webhook posting
-``{"text", "level", "rule", "source", "message", "alert_id"}`` as JSON to
-``STRATACRAWL_ALERT_WEBHOOK_URL``; save any other Prefect notification block (Slack
-Webhook, Email, Microsoft Teams, PagerDuty …) under that name instead and the
-automation uses it. With neither, no notification automation is made (and the
+``{"text", "subject", "body"}`` as JSON to ``STRATACRAWL_ALERT_WEBHOOK_URL`` (the subject
+names level, rule and source; the body the alert's message, id and time); save any other
+Prefect notification block (Slack Webhook, SendGrid email, Microsoft Teams, PagerDuty …)
+under that name instead and the automation uses it. With neither, no notification automation is made (and the
 function says so).
 
 Run by ``stratacrawl up`` (through ``deployments.bootstrap``) and the load test; against

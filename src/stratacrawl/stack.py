@@ -30,7 +30,8 @@ DEMO_BACKLOG = 120  # items per simulated site: a demo-sized web
 def project_root() -> Path:
     """The folder holding ``prefect.yaml``: ``STRATACRAWL_PROJECT_DIR`` if set, else the
     working directory, else the checkout this package is installed from."""
-    candidates = [Path(d) for d in [os.environ.get("STRATACRAWL_PROJECT_DIR")] if d]
+    configured = os.environ.get("STRATACRAWL_PROJECT_DIR")
+    candidates = [Path(configured)] if configured else []
     for candidate in (*candidates, Path.cwd(), Path(__file__).resolve().parents[2]):
         if (candidate / "prefect.yaml").exists():
             return candidate.resolve()

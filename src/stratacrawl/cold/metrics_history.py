@@ -40,14 +40,19 @@ async def record_minutes(pool: AsyncConnectionPool, rows: list[MinuteRow]) -> No
         await cur.executemany(_UPSERT, [[getattr(r, c) for c in COLUMNS] for r in rows])
 
 
+def _of_source(sql: str, params: list[object],
+               source_id: str | None) -> tuple[str, list[object]]:
+    """``sql``/``params`` narrowed to one source (``None``: every source)."""
+    if source_id is None:
+        return sql, params
+    return sql + " AND source_id = %s", [*params, source_id]
+
+
 async def read_minutes(pool: AsyncConnectionPool, since: datetime,
                        source_id: str | None = None) -> list[MinuteRow]:
     """Rows since ``since``, by minute (one source, or every source)."""
-    sql = f"SELECT {', '.join(COLUMNS)} FROM metrics_minutes WHERE minute >= %s"
-    params: list[object] = [since]
-    if source_id is not None:
-        sql += " AND source_id = %s"
-        params.append(source_id)
+    sql, params = _of_source(f"SELECT {', '.join(COLUMNS)} FROM metrics_minutes "
+                             "WHERE minute >= %s", [since], source_id)
     async with pool.connection() as conn:
         cur = await conn.execute(sql + " ORDER BY minute, source_id", params)
         return [MinuteRow(*row) for row in await cur.fetchall()]
@@ -64,12 +69,9 @@ async def alert_spans(pool: AsyncConnectionPool, since: datetime,
                                                                   str, str | None, str]]:
     """Alerts open at any time since ``since``: (raised, resolved or None, level or
     severity, source, kind) — the charts' alert timeline."""
-    sql = ("SELECT raised_at, resolved_at, coalesce(level, severity), source_id, kind "
-           "FROM alerts WHERE (resolved_at IS NULL OR resolved_at >= %s)")
-    params: list[object] = [since]
-    if source_id is not None:
-        sql += " AND source_id = %s"
-        params.append(source_id)
+    sql, params = _of_source("SELECT raised_at, resolved_at, coalesce(level, severity), "
+                             "source_id, kind FROM alerts WHERE (resolved_at IS NULL OR "
+                             "resolved_at >= %s)", [since], source_id)
     async with pool.connection() as conn:
         cur = await conn.execute(sql + " ORDER BY raised_at", params)
         return list(await cur.fetchall())

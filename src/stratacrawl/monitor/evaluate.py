@@ -17,7 +17,7 @@ from stratacrawl.cold.alerts import raise_alert, resolve_alerts
 from stratacrawl.components import Components
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.monitor.families import SourceMetrics, collect
-from stratacrawl.monitor.history import roll_up
+from stratacrawl.monitor.history import prune, roll_up
 from stratacrawl.monitor.rules import LEVEL_SEVERITY, Finding, findings
 from stratacrawl.monitor.snapshot import capture
 from stratacrawl.sources import SourcesFile
@@ -60,6 +60,7 @@ async def evaluate(comps: Components, sources: SourcesFile, *, hold_s: float = 1
     now = now or time.time()
     metrics = await collect(comps, sources.ids, now)
     await roll_up(comps.pool, comps.redis, sources.ids, metrics=metrics, now=now)  # charts
+    await prune(comps.pool, now)
     ev = Evaluation(metrics)
     for source in sources.sources:
         m = metrics[source.id]

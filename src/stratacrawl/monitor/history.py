@@ -30,7 +30,7 @@ async def roll_up(pool: AsyncConnectionPool, redis: HotRedis, source_ids: list[s
     """Write the last ``minutes`` minutes of every source's live counters (the current
     one as far as it got: the next roll-up completes it), and
     (with ``metrics``) the backlog and ingest measured now, as this minute's; returns the
-    rows written. Old rows go after ``KEEP_DAYS``."""
+    rows written."""
     now = now or time.time()
     rows = []
     for sid, per_minute in (await LiveMetrics(redis=redis).minutes(
@@ -43,5 +43,11 @@ async def roll_up(pool: AsyncConnectionPool, redis: HotRedis, source_ids: list[s
         rows.append(MinuteRow(sid, _at(int(now // 60)), hot_backlog=sm.hot_backlog,
                               ledger_backlog=sm.ledger_backlog, staged_per_min=sm.staged_per_min))
     await record_minutes(pool, rows)
-    await prune_minutes(pool, datetime.fromtimestamp(now, UTC) - timedelta(days=KEEP_DAYS))
     return len(rows)
+
+
+async def prune(pool: AsyncConnectionPool, now: float | None = None) -> int:
+    """Drop the minutes older than ``KEEP_DAYS`` (the evaluation does, once a minute; a
+    page view only writes). Returns the rows dropped."""
+    cutoff = datetime.fromtimestamp(now or time.time(), UTC) - timedelta(days=KEEP_DAYS)
+    return await prune_minutes(pool, cutoff)
