@@ -1,4 +1,4 @@
-"""validation: Great Expectations checkpoints per source and day; Data Docs, history in
+"""validation: the GX project's checkpoint per source and day; Data Docs, history in
 PostgreSQL, an alert and a failed run when a check fails."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 
 def check_rows(results: list[SuiteResult]) -> list[dict[str, object]]:
     """One row per check of each source-day (the validation table artifact)."""
-    return [{"source": r.source_id, "day": str(r.day), "result": "pass" if c.success else "FAIL",
+    return [{"source": r.source_id, "day": str(r.day), "result": c.status,
              "check": c.check, "column": c.column or "",
              "observed": "" if c.observed is None else str(c.observed),
              "unexpected_percent": None if c.unexpected_percent is None

@@ -32,6 +32,25 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 TEMPLATE_DB = "stratacrawl_test_template"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gx_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A copy of the committed GX project for the whole session (the CLI and flow runs the
+    tests start inherit it): a validation of a source the project does not know writes its
+    objects there, never into the checkout."""
+    import shutil
+
+    copy = tmp_path_factory.mktemp("gx") / "expectations"
+    shutil.copytree(ROOT / "expectations", copy, ignore=shutil.ignore_patterns("uncommitted"))
+    before = os.environ.get("STRATACRAWL_EXPECTATIONS_DIR")
+    os.environ["STRATACRAWL_EXPECTATIONS_DIR"] = str(copy)
+    yield copy
+    if before is None:
+        os.environ.pop("STRATACRAWL_EXPECTATIONS_DIR", None)
+    else:
+        os.environ["STRATACRAWL_EXPECTATIONS_DIR"] = before
 
 
 def _answers(host: str, port: int) -> bool:

@@ -50,17 +50,33 @@ def require_chromium() -> None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
 
 
-def dump_dom(page: Path | str, profile: Path) -> str:
-    """The page's DOM after headless Chromium has loaded it and run its scripts."""
+# With this, every host name fails to resolve: the browser has no network at all.
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND"
+
+
+def _chromium(page: Path | str, profile: Path, *args: str, offline: bool) -> str:
     assert CHROMIUM
     url = page.as_uri() if isinstance(page, Path) else page
     done = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000",
-         "--dump-dom", url], capture_output=True, text=True, timeout=120)
+         *([OFFLINE] if offline else []), *args, url],
+        capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def dump_dom(page: Path | str, profile: Path, *, offline: bool = False) -> str:
+    """The page's DOM after headless Chromium has loaded it and run its scripts."""
+    return _chromium(page, profile, "--dump-dom", offline=offline)
+
+
+def screenshot(page: Path | str, profile: Path, out: Path, *, offline: bool = False) -> Path:
+    """A 1400 by 900 PNG of the page as headless Chromium renders it."""
+    _chromium(page, profile, "--window-size=1400,900", f"--screenshot={out}", offline=offline)
+    assert out.exists()
+    return out
 
 
 def tier_env(comps: Any, state_dir: Path) -> dict[str, str]:

@@ -26,12 +26,13 @@ CHUNK = 5000
 
 
 async def _chunks(pool: AsyncConnectionPool, source_id: str, since: date,
-                  until: date | None) -> AsyncIterator[list[dict[str, Any]]]:
+                  until: date | None, skip: list[date]) -> AsyncIterator[list[dict[str, Any]]]:
     async with pool.connection() as conn, conn.transaction(), conn.cursor(name="export") as cur:
         await cur.execute(
             "SELECT source_id, canonical_url, crawled_at, day, fingerprint, fields FROM records "
             "WHERE source_id = %s AND day >= %s AND (%s::date IS NULL OR day <= %s) "
-            "ORDER BY day, crawled_at", (source_id, since, until, until))
+            "AND day <> ALL(%s::date[]) ORDER BY day, crawled_at",
+            (source_id, since, until, until, skip))
         while rows := await cur.fetchmany(CHUNK):
             yield [{"source": s, "url": u, "crawled_at": c.isoformat().replace("+00:00", "Z"),
                     "day": d.isoformat(), "fingerprint": f, "fields": fields}
@@ -58,24 +59,27 @@ def _flat(rec: dict[str, Any], names: list[str]) -> dict[str, Any]:
 
 async def export_records(pool: AsyncConnectionPool, *, source_id: str, since: date,
                          fmt: Format, out: Path | None = None, until: date | None = None,
-                         field_types: dict[str, str] | None = None) -> int:
-    """Write the records; returns how many. ``out`` None = standard output (not Parquet)."""
+                         field_types: dict[str, str] | None = None,
+                         skip_days: list[date] | None = None) -> int:
+    """Write the records (none of ``skip_days``); returns how many. ``out`` None = standard
+    output (not Parquet)."""
     if fmt not in ("csv", "parquet", "jsonl"):
         raise ConfigError(f"unknown export format {fmt!r} (csv, parquet or jsonl)")
     if fmt == "parquet" and out is None:
         raise ConfigError("Parquet is binary: give --out FILE")
     names = list(field_types or {})
+    skip = list(skip_days or [])
     count = 0
     if fmt == "jsonl":
         with _open(out, False) as fh:
-            async for chunk in _chunks(pool, source_id, since, until):
+            async for chunk in _chunks(pool, source_id, since, until, skip):
                 fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chunk))
                 count += len(chunk)
         return count
     if fmt == "csv":
         with _open(out, False) as fh:
             writer: csv.DictWriter[str] | None = None
-            async for chunk in _chunks(pool, source_id, since, until):
+            async for chunk in _chunks(pool, source_id, since, until, skip):
                 if writer is None:
                     names += sorted({k for r in chunk for k in r["fields"]} - set(names))
                     writer = csv.DictWriter(fh, [*FIXED, *names], extrasaction="ignore")
@@ -85,7 +89,7 @@ async def export_records(pool: AsyncConnectionPool, *, source_id: str, since: da
             if writer is None:
                 csv.writer(fh).writerow([*FIXED, *names])
         return count
-    return await _parquet(pool, source_id, since, until, out, dict(field_types or {}))
+    return await _parquet(pool, source_id, since, until, skip, out, dict(field_types or {}))
 
 
 def _arrow_type(kind: str | None, sample: Any) -> Any:
@@ -101,7 +105,7 @@ def _arrow_type(kind: str | None, sample: Any) -> Any:
 
 
 async def _parquet(pool: AsyncConnectionPool, source_id: str, since: date, until: date | None,
-                   out: Path | None, types: dict[str, str]) -> int:
+                   skip: list[date], out: Path | None, types: dict[str, str]) -> int:
     """Column types come from the declared field types (a column that is empty in the first
     chunk must not fix its type to null for the whole file)."""
     import pyarrow as pa
@@ -114,7 +118,7 @@ async def _parquet(pool: AsyncConnectionPool, source_id: str, since: date, until
     schema: pa.Schema | None = None
     count = 0
     try:
-        async for chunk in _chunks(pool, source_id, since, until):
+        async for chunk in _chunks(pool, source_id, since, until, skip):
             if schema is None:
                 samples: dict[str, Any] = {}
                 for r in chunk:

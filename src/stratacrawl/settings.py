@@ -65,16 +65,17 @@ class Settings(BaseSettings):
     alert_hold_s: float = Field(default=180.0, ge=0)
     metrics_port: int = Field(default=9464, ge=0, le=65535)       # `metrics serve`
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)   # a crawl's own /metrics
-    # Validation: committed suites, the folder of the Great Expectations project (its
-    # results store, under ``gx/``) and where Data Docs are written (``None`` = under the
-    # state folder).
+    # Validation: the committed Great Expectations project (``<expectations_dir>/gx``), where
+    # its results store keeps validation results and where Data Docs are written (``None`` =
+    # under the state folder). The project's ``great_expectations.yml`` reads the last two as
+    # ``${STRATACRAWL_GX_RESULTS_DIR}`` and ``${STRATACRAWL_DATA_DOCS_DIR}``.
     expectations_dir: Path = Field(default=Path("expectations"))
-    gx_dir: Path | None = None
+    gx_results_dir: Path | None = None
     data_docs_dir: Path | None = None
 
     @property
-    def gx_path(self) -> Path:
-        return (self.gx_dir or self.state_path / "validation").expanduser().resolve()
+    def gx_results_path(self) -> Path:
+        return (self.gx_results_dir or self.state_path / "validation").expanduser().resolve()
 
     @property
     def data_docs_path(self) -> Path:

@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,7 +17,7 @@ import yaml
 from stratacrawl.services import Endpoints
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
-from tests.helpers import cli, dump_dom, require_chromium
+from tests.helpers import cli, dump_dom, require_chromium, screenshot
 
 pytestmark = pytest.mark.e2e
 @pytest.fixture
@@ -88,12 +90,71 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
 
     require_chromium()
     docs = tmp_path / "docs"
-    index = dump_dom(docs / "index.html", tmp_path / "chromium")
+    # Offline (no host name resolves): every asset comes from the site itself.
+    index = dump_dom(docs / "index.html", tmp_path / "chromium", offline=True)
     assert "records.news-1" in index and "records.products-2" in index
     pages = list((docs / "validations" / "records" / "products-2").rglob("*.html"))
     assert len(pages) == 2  # `validate` and `validate --json` above: one result page each
+    validations = len(list((docs / "validations").rglob("*.html")))
+    assert 'class="bootstrap-table' in index           # its JavaScript ran
+    rows = re.findall(r'<tr [^>]*data-href="validations/[^"]+"[^>]*data-index=', index)
+    assert len(rows) == validations   # the validation table has a row per validation
+    shot = screenshot(docs / "index.html", tmp_path / "chromium", tmp_path / "index.png",
+                      offline=True)
+    assert _green_pixels(shot) > 100   # the pass icons: Font Awesome and Bootstrap's colours
     page = max(pages, key=lambda p: p.stat().st_mtime)
-    shown = dump_dom(page, tmp_path / "chromium")
+    shown = dump_dom(page, tmp_path / "chromium", offline=True)
     assert "records.products-2" in shown and "Succeeded" in shown
-    for column in ("record_fingerprint", "name", "price"):
+    for column in ("record_url", "name", "price"):
         assert column in shown
+
+
+def _green_pixels(png: Path) -> int:
+    from PIL import Image
+
+    with Image.open(png) as im:
+        return sum(1 for r, g, b in im.convert("RGB").getdata() if g > 140 and r < 90 and b < 120)
+
+
+def test_a_failed_day_is_held_back_from_export_until_it_passes(
+        tmp_path: Path, env: dict[str, str], database_url: str) -> None:
+    """The quality gate: a source-day whose last validation failed is not exported (the
+    export names it and its failed checks) unless --include-failed; a re-clean and a passing
+    re-validation release it."""
+    import psycopg
+
+    specs = build_specs(2, 5, first_host=130)
+    for s in specs:
+        s.backlog, s.publish_every_s = 20, 3600.0
+    with SimulatorThread(specs):
+        sources = tmp_path / "sources.yaml"
+        sources.write_text(yaml.safe_dump(sources_document(specs, rate=100.0)))
+        assert cli("crawl", "--sources", str(sources), env=env, timeout=300).returncode == 0
+    assert cli("clean", "--sources", str(sources), env=env).returncode == 0
+    sid = specs[1].id   # products-2
+    with psycopg.connect(database_url, autocommit=True) as conn:  # a broken extraction
+        total = conn.execute("UPDATE records SET fields = fields - 'price' "
+                             "WHERE source_id = %s", (sid,)).rowcount
+    assert total > 0
+    failed = cli("validate", "--sources", str(sources), "--json", env=env, timeout=180)
+    assert failed.returncode == 1, failed.stderr
+    (result,) = [r for r in json.loads(failed.stdout)["results"] if r["source_id"] == sid]
+    assert [(c["check"], c["column"]) for c in result["checks"] if not c["success"]] == [
+        ("completeness", "price")]
+
+    def export(*extra: str) -> tuple[int, str]:
+        out = tmp_path / "out.jsonl"
+        done = cli("export", "--source", sid, "--since", "2000-01-01", "--out", str(out),
+                   "--sources", str(sources), *extra, env=env)
+        assert done.returncode == 0, done.stderr
+        return len(out.read_text().splitlines()), done.stderr
+
+    held, said = export()
+    assert held == 0 and "held back" in said and "completeness price" in said
+    assert export("--include-failed")[0] == total
+    today = datetime.now(UTC).date().isoformat()
+    assert cli("clean", "--sources", str(sources), "--reclean", "--source", sid, "--day", today,
+               env=env).returncode == 0
+    passed = cli("validate", "--sources", str(sources), env=env, timeout=180)
+    assert passed.returncode == 0, passed.stdout
+    assert export() == (total, "")

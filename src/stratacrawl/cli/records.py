@@ -3,6 +3,7 @@ data half of the pipeline, from staged pages to checked records and out."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
@@ -11,19 +12,30 @@ import typer
 from rich.table import Table
 
 from stratacrawl.clean.cleaner import Cleaner, CleanReport, clean_staged
-from stratacrawl.cli.common import EXIT_FAILED, JSON, bad_input, console, emit_json, fail, run, settings
+from stratacrawl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    JSON,
+    bad_input,
+    console,
+    emit_json,
+    err,
+    fail,
+    run,
+    settings,
+)
 from stratacrawl.cold.alerts import open_alerts
+from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.export import export_records
 from stratacrawl.session import open_session
 from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
-from stratacrawl.validate.suites import write_suites
 
 SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
                        help="The sources file.")
-expectations_app = typer.Typer(no_args_is_help=True, help="Great Expectations suites.")
+expectations_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project.")
 
 
 def _sources(path: Path, only: str | None = None) -> SourcesFile:
@@ -102,13 +114,13 @@ def _day(text: str) -> date:
 
 def results_table(results: list[SuiteResult]) -> Table:
     table = Table(title="validation")
-    for col in ("source", "day", "result", "checks", "failed", "Data Docs"):
+    for col in ("source", "day", "result", "checks", "count basis", "not passing", "Data Docs"):
         table.add_column(col)
     for r in results:
-        failed = "; ".join(c.describe() for c in r.checks if not c.success)
+        other = "; ".join(c.describe() for c in r.checks if c.status != "pass")
         table.add_row(r.source_id, str(r.day), "[green]pass[/]" if r.success else "[red]FAIL[/]",
-                      f"{sum(c.success for c in r.checks)}/{len(r.checks)}", failed,
-                      r.data_docs or "")
+                      f"{sum(c.success for c in r.checks)}/{len(r.checks)}", r.count_basis,
+                      other, r.data_docs or "")
     return table
 
 
@@ -119,7 +131,8 @@ def validate_cmd(
     days: int = typer.Option(1, "--days", help="Check this many days back, ending --day."),
     as_json: bool = JSON,
 ) -> None:
-    """Run the Great Expectations suites per source and day; exit 1 if a check fails."""
+    """Run each source-day's checkpoint of the GX project; exit 1 if a check fails, 2 if one
+    could not run (a suite naming a column the source lacks)."""
     parsed = _sources(sources, source)
     chosen = [parsed.get(source)] if source else parsed.sources
     day_list = days_back(days, _day(day) if day else None)
@@ -135,6 +148,8 @@ def validate_cmd(
         emit_json({"success": all(r.success for r in results), "results": results})
     else:
         console.print(results_table(results))
+    if any(c.status == "error" for r in results for c in r.checks):
+        raise typer.Exit(EXIT_BAD_INPUT)
     if not all(r.success for r in results):
         raise typer.Exit(EXIT_FAILED)
 
@@ -145,34 +160,68 @@ def export_cmd(
     until: str | None = typer.Option(None, "--until", help="Last day (default: all)."),
     fmt: str = typer.Option("jsonl", "--format", help="csv, parquet or jsonl."),
     out: Path | None = typer.Option(None, "--out", help="File (default: standard output)."),
+    include_failed: bool = typer.Option(
+        False, "--include-failed", help="Also the days whose last validation failed."),
     sources: Path = SOURCES,
 ) -> None:
-    """Records of a source since a day, for downstream use."""
+    """Records of a source since a day, for downstream use. Days whose last validation
+    failed are held back (named, with their failed checks) unless --include-failed."""
     types = _sources(sources, source).get(source).field_types if sources.exists() else {}
+    first, last = _day(since), _day(until) if until else None
 
-    async def main() -> int:
+    async def main() -> tuple[int, list[DayVerdict]]:
         async with open_session(settings()) as comps:
-            return await export_records(comps.pool, source_id=source, since=_day(since),
-                                        until=_day(until) if until else None,
-                                        fmt=fmt, out=out, field_types=types)  # type: ignore[arg-type]
+            verdicts = await day_verdicts(comps.pool, source, first, last)
+            held = [] if include_failed else [v for v in verdicts.values() if not v.success]
+            n = await export_records(comps.pool, source_id=source, since=first, until=last,
+                                     fmt=fmt, out=out, field_types=types,  # type: ignore[arg-type]
+                                     skip_days=[v.day for v in held])
+            return n, held
 
-    n = run(main())
+    n, held = run(main())
+    for v in held:
+        err.print(f"held back {source} {v.day}: its last validation failed "
+                  f"({', '.join(v.failed) or 'see Data Docs'}); --include-failed exports it")
     if out is not None:
-        console.print(f"exported {n} record(s) of {source} to {out}")
+        console.print(f"exported {n} record(s) of {source} to {out}"
+                      + (f", {len(held)} failed day(s) held back" if held else ""))
 
 
 @expectations_app.command("init")
 def expectations_init(
     sources: Path = SOURCES,
-    overwrite: bool = typer.Option(False, help="Rewrite existing suites too."),
+    overwrite: bool = typer.Option(False, help="Rewrite every source's objects and suite."),
 ) -> None:
-    """Write the default suite of every source that has none under expectations/."""
+    """Write the GX objects (query asset, suite, validation definition, checkpoint) of every
+    source the project lacks into expectations/gx, and this host's folders into its
+    uncommitted config variables."""
+    from stratacrawl.validate.project import (
+        config_path,
+        open_project,
+        write_config_variables,
+        write_source,
+    )
+
     parsed = _sources(sources)
-    folder = settings().expectations_dir
-    written = write_suites(folder, parsed, overwrite=overwrite)
-    for path in written:
-        console.print(f"wrote {path}")
-    console.print(f"{len(written)} suite(s) written, {len(parsed.sources) - len(written)} kept")
+    s = settings()
+
+    def write(database_url: str) -> tuple[int, Path]:
+        context = open_project(s, database_url)  # a new project's data source is checked
+        wrote = 0
+        for source in parsed.sources:
+            written = write_source(context, source, overwrite=overwrite)
+            if written:
+                wrote += 1
+                console.print(f"{source.id}: wrote {', '.join(written)}")
+        return wrote, write_config_variables(context, s)
+
+    async def main() -> tuple[int, Path]:
+        async with open_session(s) as comps:
+            return await asyncio.to_thread(write, comps.runtime.database_url)
+
+    wrote, variables = run(main())
+    console.print(f"{wrote} source(s) written, {len(parsed.sources) - wrote} kept, "
+                  f"in {config_path(s).parent}; folders in {variables}")
 
 
 def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),

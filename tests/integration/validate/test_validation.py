@@ -1,10 +1,13 @@
-"""Great Expectations suites over records in PostgreSQL: pass on clean data, fail on a day
-with 10 % of a required field missing; results stored, alerts raised, Data Docs written."""
+"""The GX project's checkpoints over records in PostgreSQL, one test per way a real crawl
+goes wrong: each shows exactly the expected check failing. Results are stored, alerts
+raised, Data Docs written, and GX's own API gives the same result."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import hashlib
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,89 +15,203 @@ from stratacrawl.clean.records import Record, record_fingerprint, upsert
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.components import Components
 from stratacrawl.sources import Source, parse_sources
-from stratacrawl.validate.runner import VALIDATION_FAILED, Validator
-from stratacrawl.validate.suites import write_suites
+from stratacrawl.validate.runner import VALIDATION_FAILED, SuiteResult, Validator
 
 pytestmark = pytest.mark.integration
 
 SOURCE = {"id": "shop", "seeds": ["http://shop.test/"], "expected_daily": 200, "freshness": "2h",
           "required": ["name", "price"],
-          "extract": {"kind": "rules", "fields": {"name": {"css": "h1"},
-                                                   "price": {"css": ".p", "type": "price"}}}}
+          "extract": {"kind": "rules", "fields": {
+              "name": {"css": "h1"}, "price": {"css": ".p", "type": "price"},
+              "listed": {"css": "time", "attr": "datetime", "type": "date"},
+              "link": {"css": "a", "attr": "href", "type": "url"}}}}
+TODAY = datetime.now(UTC).date()
 
 
-async def land(comps: Components, source: Source, n: int, *, missing_every: int = 0,
-               negative_price_at: int | None = None) -> None:
-    now = datetime.now(UTC)
+def source(**changes: Any) -> Source:
+    return parse_sources({"sources": [{**SOURCE, **changes}]}).sources[0]
+
+
+async def land(comps: Components, src: Source, n: int, *, day: date = TODAY,
+               edit: Any = None, duplicate: int = 0) -> None:
+    """``n`` records of ``src`` on ``day``, first seen five minutes before the day's end
+    (or now); ``edit(i, fields)`` spoils some; ``duplicate`` more records re-use URLs."""
+    seen = min(datetime.now(UTC), datetime.combine(day + timedelta(days=1), datetime.min.time(),
+                                                   tzinfo=UTC)) - timedelta(minutes=5)
     records = []
-    for i in range(n):
-        fields: dict[str, object] = {"name": f"item {i}", "price": 10.0 + i}
-        if missing_every and i % missing_every == 0:
-            del fields["name"]
-        if i == negative_price_at:
-            fields["price"] = -1.0
-        url = f"http://shop.test/p/{i}"
-        records.append(Record(source.id, now.date(), record_fingerprint(source.id, url, fields),
-                              url, url, f"h{i}", i, None, None, now - timedelta(minutes=5), fields))
+    for i in range(n + duplicate):
+        k = i % n
+        fields: dict[str, Any] = {"name": f"item {k} of {day}", "price": 10.0 + k, "listed": "2026-01-02",
+                                  "link": f"http://shop.test/p/{k}"}
+        if i >= n:
+            fields["name"] += " (again)"
+        if edit:
+            edit(i, fields)
+        url = f"http://shop.test/p/{k}"
+        records.append(Record(src.id, day, record_fingerprint(src.id, url, fields), url, url,
+                              f"h{k}", i, None, None, seen, fields))
     async with comps.pool.connection() as conn, conn.transaction():
         await upsert(conn, records)
-        await conn.execute("SELECT sc_ensure_day_partition('staging', %s)", (now.date(),))
-        await conn.execute(
-            "INSERT INTO staging (fetched_at, fetch_key, source_id, url, status) "
-            "VALUES (%s, 'k1', %s, 'http://shop.test/', 200)", (now - timedelta(minutes=5), source.id))
+        await conn.execute("UPDATE records SET created_at = %s WHERE day = %s", (seen, day))
 
 
 def validator(comps: Components, tmp_path: Path) -> Validator:
     s = comps.runtime.settings
-    s.expectations_dir, s.gx_dir, s.data_docs_dir = tmp_path / "exp", tmp_path / "gx", tmp_path / "docs"
+    s.expectations_dir = tmp_path / "exp"
+    s.gx_results_dir, s.data_docs_dir = tmp_path / "results", tmp_path / "docs"
     return Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
 
 
-async def test_clean_day_passes_and_is_stored(comps: Components, tmp_path: Path) -> None:
-    sources = parse_sources({"sources": [SOURCE]})
+def failing(result: SuiteResult) -> set[tuple[str, str | None]]:
+    return {(c.check, c.column) for c in result.checks if not c.success}
+
+
+async def test_a_clean_day_passes_and_is_stored(comps: Components, tmp_path: Path) -> None:
+    src = source()
     v = validator(comps, tmp_path)
-    assert write_suites(v.settings.expectations_dir, sources)
-    await land(comps, sources.sources[0], 200)
-    (result,) = await v.validate(sources.sources, [datetime.now(UTC).date()])
+    yesterday = TODAY - timedelta(days=1)
+    await land(comps, src, 200, day=yesterday)
+    (result,) = await v.validate([src], [yesterday])
     assert result.success, result.failures
-    assert result.suite_committed
+    assert not result.suite_committed   # the project was new: its objects were written
     assert {c.check for c in result.checks} == {"count", "freshness", "completeness",
-                                                "uniqueness", "sanity"}
+                                                "validity", "uniqueness"}
+    assert result.count_basis == "expected_daily"
+    count = next(c for c in result.checks if c.check == "count")
+    assert count.observed == 200 and count.expected == {"min_value": 190, "max_value": 210}
+    fresh = next(c for c in result.checks if c.check == "freshness")
+    assert isinstance(fresh.observed, str) and fresh.observed.startswith(str(yesterday))
     assert result.data_docs and Path(result.data_docs.removeprefix("file://")).exists()
     async with comps.pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT success, jsonb_array_length(results) FROM validation_results")).fetchone()
     assert row == (True, len(result.checks))
     assert await open_alerts(comps.pool, VALIDATION_FAILED) == []
+    (again,) = await v.validate([src], [yesterday])
+    assert again.suite_committed and again.success
 
 
-async def test_ten_percent_missing_fails_and_alerts(comps: Components, tmp_path: Path) -> None:
-    sources = parse_sources({"sources": [SOURCE]})
-    v = validator(comps, tmp_path)
-    await land(comps, sources.sources[0], 200, missing_every=10, negative_price_at=3)
-    (result,) = await v.validate(sources.sources, [datetime.now(UTC).date()])
-    assert not result.success and not result.suite_committed
-    failed = {(c.check, c.column) for c in result.checks if not c.success}
-    assert failed == {("completeness", "name"), ("sanity", "price")}
-    completeness = next(c for c in result.checks if c.column == "name")
-    assert completeness.unexpected_percent == pytest.approx(10.0)
+async def test_a_silent_redesign_fails_completeness_only(comps: Components,
+                                                         tmp_path: Path) -> None:
+    """200 OK, every page still parses, the required fields are gone."""
+    src = source()
+
+    def redesigned(i: int, fields: dict[str, Any]) -> None:
+        fields.pop("name"), fields.pop("price")
+
+    await land(comps, src, 200, edit=redesigned)
+    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    assert failing(result) == {("completeness", "name"), ("completeness", "price")}
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
     assert alert.source_id == "shop" and "completeness name" in alert.message
 
 
-async def test_count_and_freshness_fail_on_a_thin_stale_day(comps: Components,
-                                                            tmp_path: Path) -> None:
-    doc = dict(SOURCE, freshness="1m")
-    sources = parse_sources({"sources": [doc]})
+async def test_malformed_values_fail_validity_not_completeness(comps: Components,
+                                                               tmp_path: Path) -> None:
+    src = source()
+
+    def spoiled(i: int, fields: dict[str, Any]) -> None:
+        if i % 10 == 0:
+            del fields["name"]                   # 10 % missing: completeness
+        if i == 3:
+            fields["price"] = -1.0               # a price that is not > 0
+        if i == 4:
+            fields["listed"] = "2999-01-01"      # a date in the future
+        if i == 5:
+            fields["link"] = "/p/5"              # a relative URL
+        if i == 6:
+            fields["listed"] = "yesterday"       # not a date at all
+
+    await land(comps, src, 200, edit=spoiled)
+    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    assert failing(result) == {("completeness", "name"), ("validity", "price__number"),
+                               ("validity", "listed__time"), ("validity", "listed"),
+                               ("validity", "link")}
+    completeness = next(c for c in result.checks if c.column == "name")
+    assert completeness.unexpected_percent == pytest.approx(10.0)
+
+
+async def test_a_partial_drop_out_fails_count_against_the_expectation(
+        comps: Components, tmp_path: Path) -> None:
+    """10 % of the items never became records (whatever the crawler queued)."""
+    src = source()
+    yesterday = TODAY - timedelta(days=1)
+    await land(comps, src, 180, day=yesterday)
+    await land(comps, src, 180)
     v = validator(comps, tmp_path)
-    await land(comps, sources.sources[0], 150)
-    async with comps.pool.connection() as conn:  # landed five minutes ago, like the fetch
-        await conn.execute("UPDATE records SET created_at = now() - interval '5 minutes'")
-    (result,) = await v.validate(sources.sources, [datetime.now(UTC).date()])
-    failed = sorted(c.check for c in result.checks if not c.success)
-    assert failed == ["count", "freshness", "freshness"]
-    count = next(c for c in result.checks if c.check == "count")
-    assert count.observed == 150
+    (closed,) = await v.validate([src], [yesterday])
+    assert failing(closed) == {("count", "record_url")}
+    count = next(c for c in closed.checks if c.check == "count")
+    assert count.observed == 180 and count.expected == {"min_value": 190, "max_value": 210}
+    (today,) = await v.validate([src], [TODAY])   # a day in progress: held to its share
+    share = next(c for c in today.checks if c.check == "count").expected["min_value"]
+    assert share < 190 and today.count_basis.startswith("expected_daily, ")
+
+
+async def test_count_learns_from_history_then_fails_a_drop_out(comps: Components,
+                                                               tmp_path: Path) -> None:
+    src = source(expected_daily=None)
+    v = validator(comps, tmp_path)
+    days = [TODAY - timedelta(days=i) for i in (6, 5, 4)]   # closed days, oldest first
+    for d in days:
+        await land(comps, src, 200, day=d)
+    first = await v.validate([src], days)
+    assert [r.count_basis for r in first] == [f"learning ({i} of 3 days)" for i in (0, 1, 2)]
+    assert all(r.success for r in first)
+    assert {c.status for r in first for c in r.checks if c.check == "count"} == {"learning"}
+    await land(comps, src, 180, day=TODAY - timedelta(days=3))
+    (dropped,) = await v.validate([src], [TODAY - timedelta(days=3)])
+    assert dropped.count_basis == "median of 3 days"
+    assert failing(dropped) == {("count", "record_url")}
+
+
+async def test_duplicated_records_fail_uniqueness(comps: Components, tmp_path: Path) -> None:
+    src = source()
+    await land(comps, src, 200, duplicate=10)   # ten URLs recorded twice the same day
+    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    assert failing(result) == {("uniqueness", "record_url")}
+    assert next(c for c in result.checks if c.check == "count").observed == 200
+
+
+async def test_an_empty_day_fails_completeness(comps: Components, tmp_path: Path) -> None:
+    src = source()
+    await land(comps, src, 200)
+    (result,) = await validator(comps, tmp_path).validate([src], [TODAY - timedelta(days=1)])
+    assert {("completeness", "name"), ("completeness", "price"),
+            ("count", "record_url"), ("freshness", "record_first_seen")} <= failing(result)
+    assert next(c for c in result.checks if c.check == "count").observed == 0
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.rglob("*") if p.is_file() and "uncommitted" not in p.parts}
+
+
+async def test_gx_api_runs_the_same_checkpoint(comps: Components, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data engineer's run of the committed checkpoint, with GX's API alone, agrees with
+    `stratacrawl validate`; neither run changes the committed project."""
+    import great_expectations as gx
+
+    from stratacrawl.cold.db import sqlalchemy_url
+
+    src = source()
+    v = validator(comps, tmp_path)
+    await land(comps, src, 200, edit=lambda i, f: f.pop("name") if i % 10 == 0 else None)
+    (ours,) = await v.validate([src], [TODAY])
+    before = _snapshot(tmp_path / "exp")
+    monkeypatch.setenv("STRATACRAWL_GX_DATABASE_URL", sqlalchemy_url(comps.runtime.database_url))
+    monkeypatch.setenv("STRATACRAWL_GX_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("STRATACRAWL_DATA_DOCS_DIR", str(tmp_path / "docs"))
+    context = gx.get_context(mode="file", project_root_dir=str(tmp_path / "exp"))
+    run = context.checkpoints.get("records.shop").run(
+        batch_parameters={"day": TODAY.isoformat()}, expectation_parameters=ours.parameters)
+    (theirs,) = run.run_results.values()
+    assert theirs.success is ours.success is False
+    assert sorted((r.expectation_config.type, r.expectation_config.kwargs.get("column"),
+                   r.success) for r in theirs.results) == sorted(
+        (c.expectation, c.column, c.success) for c in ours.checks)
+    assert _snapshot(tmp_path / "exp") == before
 
 
 async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components,
@@ -116,9 +233,8 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)  # still fetching
     strict = parse_sources({"sources": [dict(
         sources_for(specs).model_dump()["sources"][0], freshness="5s")]})
-    (result,) = await validator(comps, tmp_path).validate(strict.sources,
-                                                          [datetime.now(UTC).date()])
-    stale = {c.column for c in result.checks if c.check == "freshness" and not c.success}
-    assert stale == {"record_first_seen_epoch"}   # fetching goes on, new records stopped
+    (result,) = await validator(comps, tmp_path).validate(strict.sources, [TODAY])
+    assert failing(result) == {("freshness", "record_first_seen")}  # fetching goes on
+    assert result.count_basis.startswith("learning")
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
-    assert "freshness record_first_seen_epoch" in alert.message
+    assert "freshness record_first_seen" in alert.message
