@@ -98,8 +98,10 @@ def _datasource(context: Any) -> Any:
     try:
         return context.data_sources.get(DATASOURCE)
     except (KeyError, ValueError, LookupError):
+        # A temporary table per batch: the records' JSON is parsed once, not once a metric.
         return context.data_sources.add_postgres(name=DATASOURCE,
-                                                 connection_string="${" + DATABASE_VAR + "}")
+                                                 connection_string="${" + DATABASE_VAR + "}",
+                                                 create_temp_table=True)
 
 
 def _get(store: Any, name: str) -> Any | None:
