@@ -5,6 +5,11 @@ dot segments, percent-encoding normalization, sorted query) and adds the crawler
 rules: http(s) only, lower-case host, no default port, no duplicate slashes, no
 tracking parameters or session ids, ``index.html`` folded into its folder.
 It is idempotent and raises only :class:`InvalidURL`.
+
+URLs in HTML are read as browsers read them (the WHATWG URL standard): tabs and newlines
+anywhere are dropped, and for http(s) a backslash before the query is a slash and any
+number of slashes after the scheme introduces the host (``http:host/p``, ``http:/host/p``
+and ``http:\\host\p`` are all ``http://host/p``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,26 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 HOST_TTL_S = 300.0
 MAX_HOSTS = 10_000
 _hosts: dict[str, tuple[float, bool]] = {}  # host -> (expiry, private)
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+
+
+def _before_query(text: str) -> int:
+    """Where the query or fragment of ``text`` starts (its length if neither)."""
+    cuts = [i for i in (text.find("?"), text.find("#")) if i >= 0]
+    return min(cuts) if cuts else len(text)
+
+
+def _slashes(text: str) -> str:
+    """Backslashes before the query read as slashes, as browsers do for http(s)."""
+    cut = _before_query(text)
+    return text[:cut].replace("\\", "/") + text[cut:]
+
+
+def _browser_form(text: str, scheme: str) -> str:
+    """An absolute http(s) URL as a browser reads it: ``scheme:`` and then any run of
+    slashes or backslashes before the host."""
+    rest = _slashes(text[len(scheme) + 1:])
+    return f"{scheme}://{rest.lstrip('/')}"
 
 
 def canonicalize(url: str | bytes) -> str:
@@ -45,7 +70,7 @@ def canonicalize(url: str | bytes) -> str:
             url = url.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidURL(repr(url[:200]), "not-utf8") from None
-    text = url.strip()
+    text = url.strip().translate(_TAB_NEWLINE)
     if not text:
         raise InvalidURL(url, "empty")
     if len(text) > MAX_URL_LENGTH:
@@ -59,6 +84,7 @@ def canonicalize(url: str | bytes) -> str:
         if not scheme or text.startswith(("/", ".", "?", "#")) or "//" not in text:
             raise InvalidURL(text, "relative")
         raise InvalidURL(text, "scheme")
+    text = _browser_form(text, scheme)
     try:
         parts = urlsplit(text)
         host = parts.hostname
@@ -98,8 +124,12 @@ def canonical_fingerprint(canonical: str) -> str:
 
 
 def resolve(base: str, href: str) -> str:
-    """An absolute URL for a link found on ``base``; raises :class:`InvalidURL`."""
-    href = href.strip()
+    """An absolute URL for a link found on ``base`` (read as a browser reads it: tabs and
+    newlines dropped, backslashes as slashes on an http(s) page); raises
+    :class:`InvalidURL`."""
+    href = href.strip().translate(_TAB_NEWLINE)
+    if base[:5].lower() in ("http:", "https"):
+        href = _slashes(href)
     lowered = href[:12].lower()
     for scheme in ("javascript:", "mailto:", "data:", "tel:"):
         if lowered.startswith(scheme):

@@ -30,6 +30,15 @@ pytestmark = pytest.mark.unit
     ("http://ex.com/news/index.html", "http://ex.com/news/"),
     ("  http://ex.com/a b  ", "http://ex.com/a%20b"),
     ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+    # as browsers read URLs in HTML (the WHATWG URL standard)
+    ("http://ex.com/a\tb\nc\r", "http://ex.com/abc"),                  # tabs, newlines dropped
+    ("http://ex.com/a\\b\\..\\c", "http://ex.com/a/c"),               # backslash = slash
+    ("http://ex.com/\\/x", "http://ex.com/x"),                          # and no empty segment
+    ("http://ex.com/a?b\\c", "http://ex.com/a?b%5Cc="),                  # not in the query
+    ("http:ex.com/p", "http://ex.com/p"),
+    ("http:/ex.com/p", "http://ex.com/p"),
+    ("http:\\\\ex.com\\p", "http://ex.com/p"),
+    ("HTTPS:///ex.com//x", "https://ex.com/x"),
 ])
 def test_canonical_forms(raw: str, canonical: str) -> None:
     assert canonicalize(raw) == canonical
@@ -62,6 +71,11 @@ def test_fingerprint_is_of_the_canonical_form() -> None:
 
 def test_resolve_links() -> None:
     assert resolve("http://ex.com/a/b", "../c") == "http://ex.com/c"
+    # as a browser on an http(s) page: backslashes are slashes, tabs and newlines go
+    assert resolve("http://ex.com/a/b", "\\\\other\\x") == "http://other/x"
+    assert resolve("http://ex.com/a/b", "c\td\ne") == "http://ex.com/a/cde"
+    assert resolve("http://ex.com/a/b", "http:c") == "http://ex.com/a/c"   # same scheme: relative
+    assert resolve("http://ex.com/a/b", "http:/c") == "http://ex.com/c"
     with pytest.raises(InvalidURL):
         resolve("http://ex.com/", "javascript:alert(1)")
 
@@ -95,19 +109,45 @@ def test_a_host_name_is_resolved_once_per_ttl(monkeypatch: pytest.MonkeyPatch) -
     assert asked == ["public.test", "intranet.test", "public.test"]  # asked again after the TTL
 
 
+# Path pieces real pages produce: empty segments, dot segments (plain and encoded),
+# backslashes, stray tabs and newlines, index files, encoded slashes.
+SEGMENTS = st.lists(st.one_of(
+    st.sampled_from(["", ".", "..", "%2e", "%2E%2e", "\\", "a\\b", "\t", "\n", "index.html",
+                     "%2F", "a b", "~u", "%7e"]),
+    st.text(max_size=8)), max_size=6)
 urls = st.builds(
-    lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
+    lambda scheme, sep, host, port, path, query, frag:
+        f"{scheme}{sep}{host}{port}{path}{query}{frag}",
     st.sampled_from(["http", "HTTP", "https", "ftp", "javascript", ""]),
+    st.sampled_from(["://", ":", ":/", ":\\\\", ":///", ":\t//"]),
     st.one_of(st.from_regex(r"[A-Za-z0-9\-]{1,12}(\.[A-Za-z]{2,5}){1,2}", fullmatch=True),
               st.text(max_size=12)),
     st.sampled_from(["", ":80", ":443", ":8080", ":0", ":x"]),
-    st.text(max_size=40).map(lambda t: "/" + t),
+    st.one_of(st.text(max_size=40).map(lambda t: "/" + t),
+              SEGMENTS.map(lambda parts: "/" + "/".join(parts)),
+              SEGMENTS.map(lambda parts: "\\" + "\\".join(parts))),
     st.one_of(st.just(""), st.text(max_size=30).map(lambda t: "?" + t)),
     st.one_of(st.just(""), st.text(max_size=10).map(lambda t: "#" + t)),
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
+@given(urls, st.lists(st.tuples(st.integers(0, 80), st.sampled_from(["\t", "\n", "\r"])),
+                      max_size=4))
+def test_tabs_and_newlines_anywhere_change_nothing(raw: str, inserts: list[tuple[int, str]]) -> None:
+    noisy = raw
+    for at, ch in inserts:
+        noisy = noisy[:at] + ch + noisy[at:]
+    try:
+        clean = canonicalize(raw)
+    except InvalidURL:
+        with pytest.raises(InvalidURL):
+            canonicalize(noisy)
+        return
+    assert canonicalize(noisy) == clean
+
+
+@settings(max_examples=1500, deadline=None)
 @given(st.one_of(urls, st.text(max_size=60), st.binary(max_size=60)))
 def test_canonicalize_is_idempotent_and_raises_only_invalid_url(raw: str | bytes) -> None:
     try:
