@@ -13,7 +13,7 @@ from stratacrawl.runtime import Runtime
 from stratacrawl.scratch import scratch_runtime
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
-                   "validate": 7, "monitor": 6, "loadtest": 5, "prefect": 4}
+                   "validate": 7, "monitor": 6, "loadtest": 5, "prefect": 4, "efficiency": 3}
 
 
 @contextlib.contextmanager

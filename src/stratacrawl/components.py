@@ -19,6 +19,7 @@ from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.scheduler import Scheduler
+from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot.client import HotRedis, check_kind
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.redact import redact
@@ -39,6 +40,7 @@ class Components:
     dedup: Dedup
     discovery: Discovery
     scheduler: Scheduler
+    url_rules: UrlRules
 
 
 @contextlib.asynccontextmanager
@@ -57,9 +59,10 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
         dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, es=es, layout=rt.layout,
                       window=timedelta(days=s.dedup_window_days))
         await _bloom_ready_if_nothing_known(bloom, pool)
+        url_rules = UrlRules(pool=pool, redis=redis)
         yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
-                         Discovery(frontier=frontier, dedup=dedup),
-                         Scheduler(redis=redis, max_batches=s.fetch_max_batches))
+                         Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
+                         Scheduler(redis=redis, max_batches=s.fetch_max_batches), url_rules)
 
 
 async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:

@@ -179,6 +179,8 @@ def spool_for(comps: Components) -> Spool:
     return Spool.of_state(comps.runtime.settings.state_path)
 
 
+MINE_EVERY_S = 2.0  # how often a crawl learns URL rules from what it fetched
+
 SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
 
 
@@ -267,6 +269,17 @@ async def undiscovered_pages(comps: Components, sources: SourcesFile) -> bool:
         return bool(row and row[0])
 
 
+async def mine_url_rules(comps: Components, sources: SourcesFile) -> None:
+    """Learn each source's URL rules from what was fetched since the last pass."""
+    for source in sources.sources:
+        if not source.url_rules.learn:
+            continue
+        try:
+            await comps.url_rules.mine(source.id, source.url_rules.forbidden)
+        except Exception as e:  # learning is an optimisation: the crawl goes on without it
+            log.warning("crawl: URL rules of %s not mined (%r)", source.id, e)
+
+
 async def drain_spool(comps: Components) -> DrainReport:
     return await drain(spool_for(comps), comps.pool, comps.ledger)
 
@@ -301,6 +314,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
 
         async def discover_loop() -> None:
             spool = spool_for(comps)
+            next_mining = time.monotonic() + MINE_EVERY_S
             demote_every = comps.runtime.settings.demote_every_s
             next_demotion = time.monotonic() + demote_every if demote_every else math.inf
             next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
@@ -317,6 +331,9 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                 if time.monotonic() >= next_eviction:  # hot over its budget → evict
                     next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
                     await evict_safe(comps)
+                if time.monotonic() >= next_mining:  # fetched pages → URL rules
+                    next_mining = time.monotonic() + MINE_EVERY_S
+                    await mine_url_rules(comps, sources)
                 try:
                     if not writer.degraded and spool.pending():
                         drained = await drain_spool(comps)

@@ -19,6 +19,7 @@ from lxml import etree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stratacrawl.errors import InvalidURL, SourcesError
+from stratacrawl.url_equivalence import Rule
 from stratacrawl.urls import canonicalize
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
@@ -133,6 +134,32 @@ class AlertThresholds(_Strict):
         return v
 
 
+class UrlRules(_Strict):
+    """Learned URL equivalence rules of a source (see ``stratacrawl.url_equivalence``):
+    ``learn`` them from the fetched pages, ``pin`` rules to apply from the start, ``forbid``
+    rules never to apply — each written ``drop-param:NAME``, ``trailing-slash`` or
+    ``path-case``, optionally scoped ``@/segment/``."""
+
+    learn: bool = True
+    pin: list[str] = Field(default_factory=list)
+    forbid: list[str] = Field(default_factory=list)
+
+    @field_validator("pin", "forbid")
+    @classmethod
+    def _rules(cls, v: list[str]) -> list[str]:
+        for text in v:
+            Rule.parse(text)
+        return v
+
+    @property
+    def pinned(self) -> tuple[Rule, ...]:
+        return tuple(Rule.parse(t) for t in self.pin)
+
+    @property
+    def forbidden(self) -> tuple[Rule, ...]:
+        return tuple(Rule.parse(t) for t in self.forbid)
+
+
 class Source(_Strict):
     """One source of ``sources.yaml``."""
 
@@ -157,6 +184,7 @@ class Source(_Strict):
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     max_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
     alerts: AlertThresholds = Field(default_factory=AlertThresholds)
+    url_rules: UrlRules = Field(default_factory=UrlRules)
 
     _regexes = field_validator("allow", "follow", "items")(_check_regexes)
 

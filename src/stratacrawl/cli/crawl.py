@@ -1,4 +1,4 @@
-"""``stratacrawl crawl`` and ``stratacrawl submit``."""
+"""``stratacrawl crawl``, ``stratacrawl submit`` and ``stratacrawl url-rules``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import uvloop
 from rich.live import Live
 from rich.table import Table
 
-from stratacrawl.cli.common import bad_input, console, fail, settings
+from stratacrawl.cli.common import JSON, bad_input, console, emit_json, fail, run, settings
+from stratacrawl.cold.url_rules import RuleRow, load_rules
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -22,14 +23,14 @@ from stratacrawl.tuning import tune_crawl_process
 
 def report_table(report: CrawlReport) -> Table:
     table = Table(title=f"crawl: {report.fetched} pages in {report.seconds:.1f} s")
-    for col in ("source", "fetched", "ok", "304", "failed", "mean ms", "top reasons",
-                "retried (faults)"):
+    for col in ("source", "fetched", "ok", "304", "failed", "redundant", "mean ms",
+                "top reasons", "retried (faults)"):
         table.add_column(col)
     for sid, s in report.sources.items():
         reasons = ", ".join(f"{k} {v}" for k, v in s.reasons.most_common(3))
         retried = ", ".join(f"{k} {v}" for k, v in s.retries.most_common(3))
         table.add_row(sid, str(s.fetched), str(s.ok), str(s.not_modified), str(s.failed),
-                      f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
+                      str(s.redundant), f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
     return table
 
 
@@ -105,3 +106,48 @@ def submit_cmd(
     if stats.dropped:
         refused = ", ".join(f"{reason} {n}" for reason, n in stats.dropped.most_common())
         bad_input(f"refused {sum(stats.dropped.values())} of {len(urls)} URL(s): {refused}")
+
+
+def url_rules_cmd(
+    source: str | None = typer.Argument(None, help="Only this source."),
+    sources: Path | None = typer.Option(None, "--sources", envvar="STRATACRAWL_SOURCES",
+                                        help="The sources file (adds its pinned and "
+                                             "forbidden rules)."),
+    as_json: bool = JSON,
+) -> None:
+    """The learned URL equivalence rules (per source: state, support, counterexamples,
+    first and last seen), and the rules the sources file pins or forbids."""
+    configured: dict[str, tuple[list[str], list[str]]] = {}
+    if sources is not None and sources.exists():
+        try:
+            for s in load_sources(sources).sources:
+                configured[s.id] = (s.url_rules.pin, s.url_rules.forbid)
+        except StratacrawlError as e:
+            fail(e)
+    if source is not None and configured and source not in configured:
+        bad_input(f"unknown source {source!r} (the sources file has "
+                  f"{', '.join(sorted(configured))})")
+
+    async def main() -> list[RuleRow]:
+        async with open_session(settings()) as comps:
+            return await load_rules(comps.pool, source)
+
+    rows = run(main())
+    pins = [{"source_id": sid, "rule": r, "state": state}
+            for sid, (pinned, forbidden) in sorted(configured.items())
+            if source is None or sid == source
+            for state, rules in (("pinned", pinned), ("forbidden", forbidden)) for r in rules]
+    if as_json:
+        emit_json({"learned": rows, "configured": pins})
+        return
+    table = Table(title=f"{len(rows)} learned URL rule(s)")
+    for col in ("source", "rule", "state", "support", "against", "first seen", "last seen",
+                "example"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.source_id, r.rule, r.state, str(r.support), str(r.counterexamples),
+                      f"{r.first_seen:%Y-%m-%d %H:%M}", f"{r.last_seen:%Y-%m-%d %H:%M}",
+                      r.example or "")
+    for p in pins:
+        table.add_row(p["source_id"], p["rule"], p["state"], "", "", "", "", "")
+    console.print(table)

@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.components import Components
+from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
@@ -34,6 +36,8 @@ from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
+from stratacrawl.url_equivalence import apply
+from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
@@ -55,6 +59,7 @@ class SourceStats:
     bytes: int = 0
     latency_ms: float = 0.0
     delayed_batches: int = 0
+    redundant: int = 0   # claimed variants of a queued URL (a learned URL rule): not fetched
     reasons: Counter[str] = field(default_factory=Counter)  # final outcome of each fetch
     retries: Counter[str] = field(default_factory=Counter)  # level-1 retries, by the fault
 
@@ -131,6 +136,9 @@ class FetchWorker:
         self._slots[holder] = source.id
         stats = self.stats.setdefault(source.id, SourceStats())
         try:
+            batch.tasks = await self._drop_redundant(source, batch, stats)
+            if not batch.tasks:
+                return
             await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
             client = await self.client_for(source)
             validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
@@ -185,6 +193,36 @@ class FetchWorker:
         finally:
             self._slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
+
+    async def _drop_redundant(self, source: Source, batch: Batch,
+                              stats: SourceStats) -> list[ClaimedTask]:
+        """The batch without the variants that a learned URL rule maps onto a URL the
+        source already has a task for: those end ``REDUNDANT``, never fetched."""
+        rules = await self.c.url_rules.active(source.id, source.url_rules.pinned,
+                                              source.url_rules.forbidden)
+        if not rules:
+            return batch.tasks
+        targets: dict[int, tuple[str, str]] = {}
+        for t in batch.tasks:
+            try:
+                canonical = canonicalize(t.url)
+            except InvalidURL:
+                continue
+            mapped = apply(rules, canonical)
+            if mapped != canonical:
+                rule = next(r for r in rules if apply([r], canonical) != canonical)
+                targets[t.id] = (canonical_fingerprint(mapped), rule.text())
+        if not targets:
+            return batch.tasks
+        queued = await self.c.ledger.queued(source.id, [fp for fp, _ in targets.values()])
+        redundant = [Outcome(t.id, TaskState.REDUNDANT, None, REDUNDANT_PREFIX + targets[t.id][1])
+                     for t in batch.tasks if t.id in targets and targets[t.id][0] in queued]
+        if not redundant:
+            return batch.tasks
+        await self.c.frontier.complete(source.id, redundant, self.run_id)
+        stats.redundant += len(redundant)
+        gone = {o.task_id for o in redundant}
+        return [t for t in batch.tasks if t.id not in gone]
 
     async def keep_slots(self, stop: asyncio.Event) -> None:
         """Renew every slot this process holds every ``SLOT_RENEW_S`` until ``stop``: a

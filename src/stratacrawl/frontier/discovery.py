@@ -1,4 +1,5 @@
-"""Discovery: links → scope → canonical form → dedup → ledger.
+"""Discovery: links → scope → canonical form (and the source's learned URL rules) →
+dedup → ledger.
 
 Every dropped link is counted by reason (malformed, relative garbage, ``javascript:``,
 private network, out of scope, robots, …); nothing raises out of ``discover``.
@@ -14,7 +15,9 @@ from stratacrawl.errors import InvalidURL
 from stratacrawl.frontier.dedup import Dedup, Seen
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.tasks import URGENT, NewTask
+from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
+from stratacrawl.url_equivalence import Rule, apply
 from stratacrawl.urls import canonical_fingerprint, canonicalize, check_target, resolve
 
 # Links per discovery step; the event loop runs between steps (~30-50 ms of work each).
@@ -49,13 +52,21 @@ def classify(source: Source, url: str) -> str | None:
 
 
 class Discovery:
-    def __init__(self, *, frontier: Frontier, dedup: Dedup) -> None:
+    def __init__(self, *, frontier: Frontier, dedup: Dedup, rules: UrlRules | None = None) -> None:
         self.frontier = frontier
         self.dedup = dedup
+        self.rules = rules
+
+    async def _rules_of(self, source: Source) -> tuple[Rule, ...]:
+        if self.rules is None:
+            return source.url_rules.pinned
+        return await self.rules.active(source.id, source.url_rules.pinned,
+                                       source.url_rules.forbidden)
 
     def _prepare(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
                  stats: DiscoveryStats, kind: str | None = None,
-                 default_kind: str | None = None) -> list[tuple[str, str, str]]:
+                 default_kind: str | None = None,
+                 rules: Sequence[Rule] = ()) -> list[tuple[str, str, str]]:
         """(wire URL, fingerprint, kind) of the links worth a dedup check."""
         out: dict[str, tuple[str, str, str]] = {}
         for href in hrefs:
@@ -65,6 +76,8 @@ class Discovery:
                     href = href.decode("utf-8")
                 url = resolve(base, href) if base else href
                 canonical = canonicalize(url)
+                if rules:
+                    canonical = apply(rules, canonical)
                 check_target(canonical, allow_private=source.allow_private_networks)
             except UnicodeDecodeError:
                 stats.dropped["not-utf8"] += 1
@@ -96,7 +109,8 @@ class Discovery:
 
     async def _discover(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
                         depth: int, trace_id: str | None, stats: DiscoveryStats) -> None:
-        candidates = self._prepare(source, base, hrefs, stats)
+        candidates = self._prepare(source, base, hrefs, stats,
+                                   rules=await self._rules_of(source))
         if not candidates:
             return
         verdicts = await self.dedup.check([fp for _, fp, _ in candidates])
@@ -118,7 +132,8 @@ class Discovery:
     async def seed(self, source: Source) -> DiscoveryStats:
         """The source's seeds into the ledger (once), and finished lists due again re-armed."""
         stats = DiscoveryStats()
-        candidates = self._prepare(source, None, source.seeds, stats, kind="seed")
+        candidates = self._prepare(source, None, source.seeds, stats, kind="seed",
+                                   rules=await self._rules_of(source))
         await self.dedup.bloom.check_and_add([fp for _, fp, _ in candidates])
         stats.queued = await self.frontier.add(
             [NewTask(source.id, url, fp, "seed", source.priority) for url, fp, _ in candidates])
@@ -131,7 +146,8 @@ class Discovery:
         allow, are refused (counted in ``dropped`` by reason)."""
         stats = DiscoveryStats()
         # An urgent URL outside follow/items is still fetched, as an item.
-        candidates = self._prepare(source, None, urls, stats, default_kind="item")
+        candidates = self._prepare(source, None, urls, stats, default_kind="item",
+                                   rules=await self._rules_of(source))
         await self.dedup.bloom.check_and_add([fp for _, fp, _ in candidates])
         stats.queued = await self.frontier.add(
             [NewTask(source.id, url, fp, kind, URGENT) for url, fp, kind in candidates],

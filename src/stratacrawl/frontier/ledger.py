@@ -78,6 +78,16 @@ class Ledger:
                     "ON CONFLICT (url_hash) DO NOTHING")
         return queued
 
+    async def queued(self, source_id: str, url_hashes: Sequence[str]) -> set[str]:
+        """Which of these URL fingerprints the source already has a task for."""
+        if not url_hashes:
+            return set()
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT url_hash FROM tasks WHERE source_id = %s AND url_hash = ANY(%s)",
+                (source_id, list(url_hashes)))
+            return {str(h) for (h,) in await cur.fetchall()}
+
     async def rearm(self, source_id: str, cadence: timedelta) -> int:
         """Seeds and list pages finished longer than ``cadence`` ago become due again."""
         async with self.pool.connection() as conn:
@@ -170,7 +180,7 @@ class Ledger:
         sql = (
             "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
             "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
-            "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED') THEN now() END, "
+            "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
             "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
             "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
             "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.id = ANY(%s::bigint[]) "

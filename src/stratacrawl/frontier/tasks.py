@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 
 class TaskState(StrEnum):
-    """``PENDING → LEASED → FETCHING → SUCCEEDED | FAILED | RETRY_WAIT``; ``RETRY_WAIT → PENDING``."""
+    """``PENDING → LEASED → FETCHING → SUCCEEDED | FAILED | RETRY_WAIT``; ``RETRY_WAIT →
+    PENDING``; ``LEASED → REDUNDANT``."""
 
     PENDING = "PENDING"
     LEASED = "LEASED"
@@ -17,6 +18,7 @@ class TaskState(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     RETRY_WAIT = "RETRY_WAIT"
+    REDUNDANT = "REDUNDANT"   # a variant of a URL already queued (a learned URL rule): never fetched
 
 
 URGENT = 10  # priority of urgent submissions: ahead of every scheduled task

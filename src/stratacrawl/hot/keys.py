@@ -56,6 +56,11 @@ def backlog(source_id: str) -> str:
     return _source(source_id, "backlog")
 
 
+def url_rules(source_id: str) -> str:
+    """JSON list of the source's active URL equivalence rules (a cache of cold's)."""
+    return _source(source_id, "url_rules")
+
+
 def minute_counters(source_id: str, minute: int) -> str:
     """Hash of one minute's live counters of a source."""
     return f"sc:m:{{{source_id}}}:{minute}"

@@ -1,0 +1,84 @@
+"""URL equivalence rules in the cold tier (``url_rules``), and the fetched pages they are
+learned from (``url_state``: each URL's last content fingerprint)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg_pool import AsyncConnectionPool
+
+REDUNDANT_PREFIX = "redundant: "   # a task's last_error when a rule made it redundant
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    source_id: str
+    rule: str
+    state: str                 # candidate, active, revoked
+    support: int
+    counterexamples: int
+    example: str | None
+    first_seen: datetime
+    last_seen: datetime
+    revoked_at: datetime | None
+
+
+async def load_rules(pool: AsyncConnectionPool, source_id: str | None = None) -> list[RuleRow]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, rule, state, support, counterexamples, example, first_seen, "
+            "last_seen, revoked_at FROM url_rules WHERE %s::text IS NULL OR source_id = %s "
+            "ORDER BY source_id, state, support DESC, rule", (source_id, source_id))
+        return [RuleRow(*row) for row in await cur.fetchall()]
+
+
+async def save_rules(pool: AsyncConnectionPool, source_id: str,
+                     rows: Sequence[tuple[str, str, int, int, str | None]]) -> list[str]:
+    """Upsert (rule, state, support, counterexamples, example) rows. Evidence only grows
+    (a miner that restarted sees less for a while): an active rule stays active, and a
+    rule once revoked stays revoked — the tasks it had made redundant are due again.
+    Returns the rules revoked now."""
+    if not rows:
+        return []
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "WITH v AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], "
+            "%s::text[]) AS v(rule, state, support, counterexamples, example)), "
+            "old AS (SELECT rule, state FROM url_rules WHERE source_id = %s) "
+            "INSERT INTO url_rules AS r (source_id, rule, state, support, counterexamples, "
+            "example, revoked_at) SELECT %s, v.rule, v.state, v.support, v.counterexamples, "
+            "v.example, CASE WHEN v.state = 'revoked' THEN now() END FROM v "
+            "ON CONFLICT (source_id, rule) DO UPDATE SET "
+            "state = CASE WHEN 'revoked' IN (r.state, excluded.state) THEN 'revoked' "
+            "WHEN r.state = 'active' THEN 'active' ELSE excluded.state END, "
+            "support = GREATEST(r.support, excluded.support), "
+            "counterexamples = GREATEST(r.counterexamples, excluded.counterexamples), "
+            "example = COALESCE(excluded.example, r.example), last_seen = now(), "
+            "revoked_at = COALESCE(r.revoked_at, excluded.revoked_at) "
+            "RETURNING r.rule, r.state, (SELECT o.state FROM old o WHERE o.rule = r.rule)",
+            ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+             [r[3] for r in rows], [r[4] for r in rows], source_id, source_id))
+        revoked = [rule for rule, state, before in await cur.fetchall()
+                   if state == "revoked" and before != "revoked"]
+        if revoked:
+            await conn.execute(
+                "UPDATE tasks SET state = 'PENDING', due_at = now(), last_error = NULL, "
+                "finished_at = NULL, updated_at = now() WHERE source_id = %s AND "
+                "state = 'REDUNDANT' AND last_error = ANY(%s)",
+                (source_id, [REDUNDANT_PREFIX + r for r in revoked]))
+        return revoked
+
+
+async def fetched_pages(pool: AsyncConnectionPool, source_id: str, after: datetime | None,
+                        limit: int) -> list[tuple[str, str, datetime]]:
+    """(URL, content fingerprint, last crawled) of the source's pages fetched with 200
+    after ``after`` (oldest first), at most ``limit``."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT url, content_hash, last_crawled FROM url_state WHERE source_id = %s "
+            "AND last_crawled > COALESCE(%s, '-infinity'::timestamptz) AND http_status = 200 "
+            "AND content_hash IS NOT NULL ORDER BY last_crawled LIMIT %s",
+            (source_id, after, limit))
+        return [(u, h, t) for u, h, t in await cur.fetchall()]

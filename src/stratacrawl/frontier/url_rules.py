@@ -1,0 +1,132 @@
+"""Each source's learned URL equivalence rules (``stratacrawl.url_equivalence``): mined
+from the pages a crawl fetched, stored in cold (``url_rules``), cached in hot, and applied
+in discovery, ``submit`` and when tasks are claimed.
+
+A crawl mines its sources every few seconds: the pages fetched since its last pass
+(``url_state``: each URL's last content fingerprint, status 200) join an in-memory sample
+(the newest ``SAMPLE_LIMIT`` per source), the sample's rules are re-derived and their
+evidence stored — evidence only grows, so a restarted miner that sees less for a while
+neither deactivates nor un-revokes a rule. A source's ``url_rules`` in ``sources.yaml``
+pins rules (always applied) or forbids them (never learned). Applied after static
+canonicalization, an active rule maps a variant onto the URL already known, so dedup
+skips it; a variant queued before the rule was learned is marked ``REDUNDANT`` when
+claimed, counted, never fetched; a revoked rule's redundant tasks are due again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.cold.url_rules import fetched_pages, load_rules, save_rules
+from stratacrawl.errors import InvalidURL
+from stratacrawl.hot import keys
+from stratacrawl.hot.client import HotRedis
+from stratacrawl.url_equivalence import Rule, mine, state_of
+from stratacrawl.urls import canonicalize
+
+log = logging.getLogger(__name__)
+
+SAMPLE_LIMIT = 20_000    # fetched pages per source the miner keeps in memory
+READ_LIMIT = 5_000       # new fetched pages read per source and pass
+CACHE_S = 2.0            # how long a process keeps a source's active rules
+
+
+@dataclass
+class _Sample:
+    pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
+    after: datetime | None = None
+    active: tuple[str, ...] = ()
+
+
+class UrlRules:
+    """Each source's active rules (cached in hot and in-process) and their mining."""
+
+    def __init__(self, *, pool: AsyncConnectionPool, redis: HotRedis) -> None:
+        self.pool = pool
+        self.redis = redis
+        self._cache: dict[str, tuple[float, tuple[Rule, ...]]] = {}
+        self._samples: dict[str, _Sample] = {}
+        self._canonical: dict[str, str | None] = {}
+
+    async def active(self, source_id: str, pinned: Sequence[Rule] = (),
+                     forbidden: Sequence[Rule] = ()) -> tuple[Rule, ...]:
+        """The rules to apply for the source now: its pins, and the learned active ones
+        it does not forbid."""
+        now = time.monotonic()
+        hit = self._cache.get(source_id)
+        if hit is None or hit[0] < now:
+            learned = await self._learned(source_id)
+            self._cache[source_id] = (now + CACHE_S, learned)
+        else:
+            learned = hit[1]
+        return tuple(sorted(set(pinned) | (set(learned) - set(forbidden))))
+
+    async def _learned(self, source_id: str) -> tuple[Rule, ...]:
+        try:
+            raw = await self.redis.get(keys.url_rules(source_id))
+        except Exception:   # hot away: cold answers
+            raw = None
+        if raw is not None:
+            return tuple(Rule.parse(t) for t in json.loads(raw))
+        rows = await load_rules(self.pool, source_id)
+        texts = [r.rule for r in rows if r.state == "active"]
+        await self._publish(source_id, texts)
+        return tuple(Rule.parse(t) for t in texts)
+
+    async def _publish(self, source_id: str, texts: Sequence[str]) -> None:
+        try:
+            await self.redis.set(keys.url_rules(source_id), json.dumps(sorted(texts)))
+        except Exception as e:   # a cache: cold stays the truth
+            log.warning("url rules: hot cache not written for %s: %s", source_id, e)
+        self._cache.pop(source_id, None)
+
+    def _canonical_of(self, url: str) -> str | None:
+        known = self._canonical.get(url, "")
+        if known != "":
+            return known
+        try:
+            canonical: str | None = canonicalize(url)
+        except InvalidURL:
+            canonical = None
+        if len(self._canonical) > 4 * SAMPLE_LIMIT:
+            self._canonical.clear()
+        self._canonical[url] = canonical
+        return canonical
+
+    async def mine(self, source_id: str, forbidden: Sequence[Rule] = ()) -> bool:
+        """Read the source's pages fetched since the last pass, re-derive its rules and
+        store them; True when its active rules changed."""
+        sample = self._samples.setdefault(source_id, _Sample())
+        rows = await fetched_pages(self.pool, source_id, sample.after, READ_LIMIT)
+        if not rows:
+            return False
+        for url, content, crawled in rows:
+            canonical = self._canonical_of(url)
+            if canonical is not None:
+                sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
+                sample.pages[canonical] = (content, urlsplit(canonical).path)
+            sample.after = crawled
+        while len(sample.pages) > SAMPLE_LIMIT:
+            sample.pages.pop(next(iter(sample.pages)))
+        stats = mine(sample.pages, forbidden=forbidden)
+        if not stats:
+            return False
+        await save_rules(self.pool, source_id, [(r.text(), state_of(s), s.support,
+                                                 s.counterexamples, s.example)
+                                                for r, s in stats.items()])
+        active = tuple(sorted(r.rule for r in await load_rules(self.pool, source_id)
+                              if r.state == "active"))
+        if active == sample.active:
+            return False
+        await self._publish(source_id, active)
+        sample.active = active
+        log.info("url rules of %s now: %s", source_id, ", ".join(active) or "none")
+        return True
