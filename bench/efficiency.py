@@ -11,6 +11,7 @@ are crawled politely (50 requests/s each), as a real site would be.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import uvloop
@@ -53,9 +54,10 @@ async def _crawl(site: Any, learn: bool) -> dict[str, Any]:
 
 def run(quick: bool = False) -> Iterator[Figure]:
     n, backlog = (5, 300) if quick else (SOURCES, 1000)
-    with simulated_site(n, 7, first_host=60, backlog=backlog) as (_, sources):
+    epoch = datetime.now(UTC).isoformat()   # sites of `backlog` items, a crawl finishes them
+    with simulated_site(n, 7, first_host=60, backlog=backlog, epoch=epoch) as (_, sources):
         learned = uvloop.run(_crawl(sources, learn=True))
-    with simulated_site(n, 7, first_host=60, backlog=backlog) as (_, sources):
+    with simulated_site(n, 7, first_host=60, backlog=backlog, epoch=epoch) as (_, sources):
         static = uvloop.run(_crawl(sources, learn=False))
     # lower is better: ratio = with learning / without
     yield Figure("efficiency", "dup_fetch_ratio", learned["ratio"], "",
