@@ -11,6 +11,7 @@ from datetime import timedelta
 import yaml
 
 from stratacrawl.clean.cleaner import clean_staged
+from stratacrawl.cold.url_rules import load_rules
 from stratacrawl.crawl import crawl
 from stratacrawl.inventory import take_inventory
 from stratacrawl.redact import redact
@@ -62,8 +63,15 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
             lines.append(f"cleaning: {c.pages} pages → {c.inserted} records in {c.seconds:.1f} s; "
                          f"format errors {c.format_errors}")
             for sid, st in sorted(c.sources.items()):
+                per_record = staged.get(sid, (0, 0))[0] / max(st.records, 1)
                 lines.append(f"  {sid:<12} {st.pages:>4} pages, {st.records:>4} extracted, "
-                             f"{st.format_errors} format errors")
+                             f"{st.format_errors} format errors; {per_record:.2f} item pages "
+                             f"per record")
+            learned = await load_rules(comps.pool)
+            lines.append("URL rules learned: " + ("; ".join(
+                f"{r.source_id} {r.rule} ({r.support} pairs)" for r in learned
+                if r.state == "active") or "none") + "; variants not fetched: " + ", ".join(
+                f"{sid} {st.redundant}" for sid, st in sorted(report.sources.items())))
             validator = Validator(settings=settings, database_url=comps.runtime.database_url,
                                   pool=comps.pool)
             results = await validator.validate(sources.sources, days_back(1))
