@@ -179,7 +179,7 @@ def spool_for(comps: Components) -> Spool:
     return Spool.of_state(comps.runtime.settings.state_path)
 
 
-MINE_EVERY_S = 2.0  # how often a crawl learns URL rules from what it fetched
+MINE_EVERY_S = 0.5  # how often a crawl learns URL rules (a source's passes pace themselves)
 
 SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
 

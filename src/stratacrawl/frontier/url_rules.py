@@ -39,11 +39,15 @@ READ_LIMIT = 5_000       # new fetched pages read per source and pass
 CACHE_S = 2.0            # how long a process keeps a source's active rules
 
 
+MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times its last pass
+
+
 @dataclass
 class _Sample:
     pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
     after: datetime | None = None
     active: tuple[str, ...] = ()
+    next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
 
 
 class UrlRules:
@@ -105,6 +109,15 @@ class UrlRules:
         """Read the source's pages fetched since the last pass, re-derive its rules and
         store them; True when its active rules changed."""
         sample = self._samples.setdefault(source_id, _Sample())
+        started = time.monotonic()
+        if started < sample.next_pass:
+            return False
+        try:
+            return await self._mine(source_id, sample, forbidden)
+        finally:
+            sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
+
+    async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule]) -> bool:
         rows = await fetched_pages(self.pool, source_id, sample.after, READ_LIMIT)
         if not rows:
             return False
