@@ -62,11 +62,14 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
             c = cleaned.stats
             lines.append(f"cleaning: {c.pages} pages → {c.inserted} records in {c.seconds:.1f} s; "
                          f"format errors {c.format_errors}")
+            async with comps.pool.connection() as conn:
+                cur = await conn.execute("SELECT source_id, count(*) FROM records GROUP BY 1")
+                records = dict(await cur.fetchall())
             for sid, st in sorted(c.sources.items()):
-                per_record = staged.get(sid, (0, 0))[0] / max(st.records, 1)
-                lines.append(f"  {sid:<12} {st.pages:>4} pages, {st.records:>4} extracted, "
-                             f"{st.format_errors} format errors; {per_record:.2f} item pages "
-                             f"per record")
+                per_record = staged.get(sid, (0, 0))[0] / max(records.get(sid, 0), 1)
+                lines.append(f"  {sid:<12} {st.pages:>4} pages, {records.get(sid, 0):>4} "
+                             f"records, {st.format_errors} format errors; {per_record:.2f} item "
+                             f"pages per record")
             learned = await load_rules(comps.pool)
             lines.append("URL rules learned: " + ("; ".join(
                 f"{r.source_id} {r.rule} ({r.support} pairs)" for r in learned

@@ -15,18 +15,23 @@ a parameter may matter on some paths and not on others. ``mine`` counts a rule's
 **support** (URL pairs it explains) and its **counterexamples** (URL pairs it would merge
 whose content differs): it is active with ``MIN_SUPPORT`` pairs and no counterexample,
 and revoked by one counterexample. ``apply`` rewrites a canonical URL with the rules that
-cover it; it is idempotent.
+cover it; it is idempotent. An active rule would hide its own counterexamples (the
+variants it maps are no longer fetched), so one variant in ``VERIFY_EVERY`` — chosen by
+its URL, the same one every time — is still fetched (``verifies``): each such fetch is one
+more confirming pair, or the counterexample that revokes the rule.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 KINDS = ("drop-param", "trailing-slash", "path-case")
-MIN_SUPPORT = 5          # confirming pairs before a rule applies (none against it)
+MIN_SUPPORT = 3          # confirming pairs before a rule applies (none against it)
+VERIFY_EVERY = 20        # one variant in this many is still fetched: the rule stays tested
 _ESCAPE = re.compile(r"%[0-9a-f]{2}")
 
 
@@ -163,3 +168,18 @@ def state_of(s: RuleStats) -> str:
     if s.counterexamples:
         return "revoked"
     return "active" if s.support >= MIN_SUPPORT else "candidate"
+
+
+def verifies(canonical: str) -> bool:
+    """Whether this variant is one of the few still fetched to keep its rule tested."""
+    digest = hashlib.blake2b(canonical.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % VERIFY_EVERY == 0
+
+
+def rewrite(canonical: str, pinned: Sequence[Rule], learned: Sequence[Rule]) -> str:
+    """``canonical`` under a source's pinned rules (always) and learned rules (except for
+    the variants kept as verification fetches)."""
+    out = apply(pinned, canonical) if pinned else canonical
+    if learned and not verifies(out):
+        out = apply(learned, out)
+    return out

@@ -36,7 +36,7 @@ from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
-from stratacrawl.url_equivalence import apply
+from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
@@ -198,9 +198,9 @@ class FetchWorker:
                               stats: SourceStats) -> list[ClaimedTask]:
         """The batch without the variants that a learned URL rule maps onto a URL the
         source already has a task for: those end ``REDUNDANT``, never fetched."""
-        rules = await self.c.url_rules.active(source.id, source.url_rules.pinned,
-                                              source.url_rules.forbidden)
-        if not rules:
+        pinned = source.url_rules.pinned
+        learned = await self.c.url_rules.active(source.id, source.url_rules.forbidden)
+        if not pinned and not learned:
             return batch.tasks
         targets: dict[int, tuple[str, str]] = {}
         for t in batch.tasks:
@@ -208,10 +208,11 @@ class FetchWorker:
                 canonical = canonicalize(t.url)
             except InvalidURL:
                 continue
-            mapped = apply(rules, canonical)
+            mapped = rewrite(canonical, pinned, learned)
             if mapped != canonical:
-                rule = next(r for r in rules if apply([r], canonical) != canonical)
-                targets[t.id] = (canonical_fingerprint(mapped), rule.text())
+                rule = next((r.text() for r in (*pinned, *learned)
+                             if apply([r], canonical) != canonical), "rules")
+                targets[t.id] = (canonical_fingerprint(mapped), rule)
         if not targets:
             return batch.tasks
         queued = await self.c.ledger.queued(source.id, [fp for fp, _ in targets.values()])

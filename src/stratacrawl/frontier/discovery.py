@@ -17,7 +17,7 @@ from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.tasks import URGENT, NewTask
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
-from stratacrawl.url_equivalence import Rule, apply
+from stratacrawl.url_equivalence import Rule, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, check_target, resolve
 
 # Links per discovery step; the event loop runs between steps (~30-50 ms of work each).
@@ -57,16 +57,18 @@ class Discovery:
         self.dedup = dedup
         self.rules = rules
 
-    async def _rules_of(self, source: Source) -> tuple[Rule, ...]:
+    async def _rules_of(self, source: Source) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+        """(pinned, learned) URL rules of the source."""
         if self.rules is None:
-            return source.url_rules.pinned
-        return await self.rules.active(source.id, source.url_rules.pinned,
-                                       source.url_rules.forbidden)
+            return source.url_rules.pinned, ()
+        return source.url_rules.pinned, await self.rules.active(source.id,
+                                                                source.url_rules.forbidden)
 
     def _prepare(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
                  stats: DiscoveryStats, kind: str | None = None,
                  default_kind: str | None = None,
-                 rules: Sequence[Rule] = ()) -> list[tuple[str, str, str]]:
+                 rules: tuple[Sequence[Rule], Sequence[Rule]] = ((), ()),
+                 ) -> list[tuple[str, str, str]]:
         """(wire URL, fingerprint, kind) of the links worth a dedup check."""
         out: dict[str, tuple[str, str, str]] = {}
         for href in hrefs:
@@ -75,9 +77,7 @@ class Discovery:
                 if isinstance(href, bytes):
                     href = href.decode("utf-8")
                 url = resolve(base, href) if base else href
-                canonical = canonicalize(url)
-                if rules:
-                    canonical = apply(rules, canonical)
+                canonical = rewrite(canonicalize(url), *rules)
                 check_target(canonical, allow_private=source.allow_private_networks)
             except UnicodeDecodeError:
                 stats.dropped["not-utf8"] += 1

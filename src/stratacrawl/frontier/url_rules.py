@@ -10,7 +10,9 @@ neither deactivates nor un-revokes a rule. A source's ``url_rules`` in ``sources
 pins rules (always applied) or forbids them (never learned). Applied after static
 canonicalization, an active rule maps a variant onto the URL already known, so dedup
 skips it; a variant queued before the rule was learned is marked ``REDUNDANT`` when
-claimed, counted, never fetched; a revoked rule's redundant tasks are due again.
+claimed, counted, never fetched; a revoked rule's redundant tasks are due again. One
+variant in ``VERIFY_EVERY`` is fetched all the same, so an active rule keeps meeting the
+evidence that could revoke it.
 """
 
 from __future__ import annotations
@@ -60,10 +62,9 @@ class UrlRules:
         self._samples: dict[str, _Sample] = {}
         self._canonical: dict[str, str | None] = {}
 
-    async def active(self, source_id: str, pinned: Sequence[Rule] = (),
-                     forbidden: Sequence[Rule] = ()) -> tuple[Rule, ...]:
-        """The rules to apply for the source now: its pins, and the learned active ones
-        it does not forbid."""
+    async def active(self, source_id: str, forbidden: Sequence[Rule] = ()) -> tuple[Rule, ...]:
+        """The learned rules active for the source now, less those it forbids (its pinned
+        ones come from the sources file)."""
         now = time.monotonic()
         hit = self._cache.get(source_id)
         if hit is None or hit[0] < now:
@@ -71,7 +72,7 @@ class UrlRules:
             self._cache[source_id] = (now + CACHE_S, learned)
         else:
             learned = hit[1]
-        return tuple(sorted(set(pinned) | (set(learned) - set(forbidden))))
+        return tuple(sorted(set(learned) - set(forbidden)))
 
     async def _learned(self, source_id: str) -> tuple[Rule, ...]:
         try:
