@@ -380,10 +380,12 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
                 fates["held_by_dead_worker"] += 1
             elif (state == "SUCCEEDED" and staged) or state == "FAILED":
                 fates["finished_before_the_kill"] += 1
+            elif state == "REDUNDANT":   # a variant of a queued URL (a learned URL rule)
+                fates["redundant"] += 1
             # else: done without a staged page — lost
         killed["leased"] = len(ids)
         for fate in ("refetched_by_others", "still_queued", "held_by_dead_worker",
-                     "finished_before_the_kill"):
+                     "finished_before_the_kill", "redundant"):
             killed[fate] = fates[fate]
         killed["lost"] = len(ids) - sum(fates.values())
     total_landed = sum(w["landed"] for w in result.workers.values())
