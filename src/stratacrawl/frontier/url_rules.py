@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 SAMPLE_LIMIT = 20_000    # fetched pages per source the miner keeps in memory
 READ_LIMIT = 5_000       # new fetched pages read per source and pass
 CACHE_S = 2.0            # how long a process keeps a source's active rules
-
-
 MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times its last pass
 
 
