@@ -269,13 +269,14 @@ async def undiscovered_pages(comps: Components, sources: SourcesFile) -> bool:
         return bool(row and row[0])
 
 
-async def mine_url_rules(comps: Components, sources: SourcesFile) -> None:
+async def mine_url_rules(comps: Components, sources: SourcesFile, *,
+                         force: bool = False) -> None:
     """Learn each source's URL rules from what was fetched since the last pass."""
     for source in sources.sources:
         if not source.url_rules.learn:
             continue
         try:
-            await comps.url_rules.mine(source.id, source.url_rules.forbidden)
+            await comps.url_rules.mine(source.id, source.url_rules.forbidden, force=force)
         except Exception as e:  # learning is an optimisation: the crawl goes on without it
             log.warning("crawl: URL rules of %s not mined (%r)", source.id, e)
 
@@ -391,6 +392,8 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     with contextlib.suppress(*DB_DOWN, *RETRYABLE):
         await Runs(pool=comps.pool).end(run_id)
     report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+    with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
+        await mine_url_rules(comps, sources, force=True)
     report.demoted += await demote_at_end(comps)
     report.seconds = time.monotonic() - t0
     if progress:

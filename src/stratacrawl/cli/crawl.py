@@ -23,14 +23,17 @@ from stratacrawl.tuning import tune_crawl_process
 
 def report_table(report: CrawlReport) -> Table:
     table = Table(title=f"crawl: {report.fetched} pages in {report.seconds:.1f} s")
-    for col in ("source", "fetched", "ok", "304", "failed", "redundant", "mean ms",
-                "top reasons", "retried (faults)"):
+    for col in ("source", "fetched", "ok", "304", "failed", "mean ms", "top reasons",
+                "retried (faults)"):
         table.add_column(col)
     for sid, s in report.sources.items():
         reasons = ", ".join(f"{k} {v}" for k, v in s.reasons.most_common(3))
         retried = ", ".join(f"{k} {v}" for k, v in s.retries.most_common(3))
         table.add_row(sid, str(s.fetched), str(s.ok), str(s.not_modified), str(s.failed),
-                      str(s.redundant), f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
+                      f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
+    redundant = [f"{sid} {s.redundant}" for sid, s in report.sources.items() if s.redundant]
+    if redundant:   # duplicate URLs a learned rule caught after they were queued
+        table.caption = "not fetched, redundant by a learned URL rule: " + ", ".join(redundant)
     return table
 
 

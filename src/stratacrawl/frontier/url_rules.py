@@ -104,12 +104,14 @@ class UrlRules:
         self._canonical[url] = canonical
         return canonical
 
-    async def mine(self, source_id: str, forbidden: Sequence[Rule] = ()) -> bool:
+    async def mine(self, source_id: str, forbidden: Sequence[Rule] = (), *,
+                   force: bool = False) -> bool:
         """Read the source's pages fetched since the last pass, re-derive its rules and
-        store them; True when its active rules changed."""
+        store them (``force``: even if the last pass was a moment ago); True when its
+        active rules changed."""
         sample = self._samples.setdefault(source_id, _Sample())
         started = time.monotonic()
-        if started < sample.next_pass:
+        if started < sample.next_pass and not force:
             return False
         try:
             return await self._mine(source_id, sample, forbidden)

@@ -55,7 +55,7 @@ async def _assert_consistent(c: Components, truth: dict[str, list[dict[str, obje
             "SELECT count(*) - count(DISTINCT fetch_key) FROM staging")).fetchone()
     assert dup == (0,)
     states = {s for s, _ in (await task_states(c)).values()}
-    assert states <= {"SUCCEEDED", "FAILED", "PENDING", "RETRY_WAIT"}
+    assert states <= {"SUCCEEDED", "FAILED", "PENDING", "RETRY_WAIT", "REDUNDANT"}
 
 
 async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_path: Path) -> None:
