@@ -209,10 +209,13 @@ class FetchWorker:
             except InvalidURL:
                 continue
             mapped = rewrite(canonical, pinned, learned)
-            if mapped != canonical:
+            target = canonical_fingerprint(mapped)
+            # Discovery queues a variant under its rewritten fingerprint when it is the first
+            # URL of its page: the task is then its own target, and is fetched.
+            if mapped != canonical and target != t.url_hash:
                 rule = next((r.text() for r in (*pinned, *learned)
                              if apply([r], canonical) != canonical), "rules")
-                targets[t.id] = (canonical_fingerprint(mapped), rule)
+                targets[t.id] = (target, rule)
         if not targets:
             return batch.tasks
         queued = await self.c.ledger.queued(source.id, [fp for fp, _ in targets.values()])

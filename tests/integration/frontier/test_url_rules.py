@@ -20,12 +20,15 @@ pytestmark = pytest.mark.integration
 
 async def duplicate_fetches(comps: Components, source_id: str) -> tuple[int, int]:
     """(item pages fetched whose content an earlier fetched URL already had, distinct
-    item contents) of the source."""
+    item contents) of the source. A fetch that was redirected (the site's "moved story"
+    trap) is not a URL variant, so it is left out."""
     async with comps.pool.connection() as conn:
         row = await (await conn.execute(
             "SELECT count(*) - count(DISTINCT u.content_hash), count(DISTINCT u.content_hash) "
             "FROM url_state u JOIN tasks t USING (url_hash) WHERE u.source_id = %s "
-            "AND t.kind = 'item' AND u.http_status = 200", (source_id,))).fetchone()
+            "AND t.kind = 'item' AND u.http_status = 200 AND NOT EXISTS (SELECT 1 FROM "
+            "staging s WHERE s.task_id = t.id AND s.final_url IS NOT NULL "
+            "AND s.final_url <> s.url)", (source_id,))).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
 
@@ -95,3 +98,18 @@ async def test_queued_variants_end_redundant_and_come_back_when_a_rule_is_revoke
             "SELECT state FROM tasks WHERE url_hash = %s",
             (fingerprint(variant),))).fetchone()  # type: ignore[misc]
     assert state == "PENDING"
+
+
+async def test_an_item_linked_only_under_a_variant_url_is_fetched(comps: Components) -> None:
+    """No sitemap: the list pages are the only way to an item, some only under ?ref=N.
+    The variant is queued under its rewritten fingerprint and must be fetched, not taken
+    for a redundant copy of itself."""
+    from tests.integration.fetch.test_crawl import staged_items
+
+    specs = small_site(1, 170, backlog=60)
+    with SimulatorThread(specs) as st:
+        sources = sources_for(specs, rate=200.0, sitemaps=False, url_rules={
+            "learn": False, "pin": ["drop-param:ref", "trailing-slash@/article/"]})
+        await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
+        truth = {it["url"] for it in st.sim.truth()[specs[0].id]}
+    assert truth <= (await staged_items(comps)).get(specs[0].id, set())
