@@ -160,6 +160,28 @@ class UrlRules(_Strict):
         return tuple(Rule.parse(t) for t in self.forbid)
 
 
+class Recrawl(_Strict):
+    """When a recurring page is fetched again (see ``stratacrawl.frontier.recrawl``): with
+    ``adaptive`` each URL's interval shrinks when its content changed since the last fetch
+    and grows when it did not, between the source's ``cadence`` and ``max_interval``;
+    without, every recurring URL is due again each ``cadence``. ``items`` makes item pages
+    recur too (prices, stock: pages that change in place); ``daily_budget`` caps the
+    re-fetches of the source per UTC day (new URLs are not counted), the rest wait for the
+    next day."""
+
+    adaptive: bool = True
+    max_interval: str | None = None    # default: a day, or the cadence if that is longer
+    items: bool = False
+    daily_budget: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("max_interval")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration(v)
+        return v
+
+
 class Source(_Strict):
     """One source of ``sources.yaml``."""
 
@@ -185,6 +207,7 @@ class Source(_Strict):
     max_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
     alerts: AlertThresholds = Field(default_factory=AlertThresholds)
     url_rules: UrlRules = Field(default_factory=UrlRules)
+    recrawl: Recrawl = Field(default_factory=Recrawl)
 
     _regexes = field_validator("allow", "follow", "items")(_check_regexes)
 
@@ -219,6 +242,20 @@ class Source(_Strict):
                 raise ValueError(f"required field(s) {unknown} are not extracted "
                                  f"(extracted: {sorted(declared)})")
         return self
+
+    @model_validator(mode="after")
+    def _interval_bounds(self) -> Source:
+        if self.recrawl.max_interval and self.max_interval_td < self.cadence_td:
+            raise ValueError(f"recrawl.max_interval {self.recrawl.max_interval!r} is shorter "
+                             f"than cadence {self.cadence!r}")
+        return self
+
+    @property
+    def max_interval_td(self) -> timedelta:
+        """The longest re-crawl interval of this source's URLs."""
+        if self.recrawl.max_interval:
+            return parse_duration(self.recrawl.max_interval)
+        return max(timedelta(days=1), self.cadence_td)
 
     @property
     def cadence_td(self) -> timedelta:

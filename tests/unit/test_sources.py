@@ -123,3 +123,17 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
     path.write_bytes("sources:\n  - id: café\n".encode("latin-1"))
     with pytest.raises(SourcesError, match=r"line 2: not UTF-8 text \(byte 0xe9"):
         load_sources(path)
+
+
+def test_recrawl_max_interval_is_not_under_the_cadence() -> None:
+    def problems(entry: dict[str, object]) -> list[str]:
+        with pytest.raises(SourcesError) as info:
+            parse_sources({"sources": [{"id": "s", "seeds": ["http://x/"], **entry}]}, "s.yaml")
+        return info.value.problems
+
+    assert any("max_interval '1h' is shorter than cadence '2h'" in p for p in problems(
+        {"cadence": "2h", "recrawl": {"max_interval": "1h"}}))
+    assert any("expected a duration" in p for p in problems({"recrawl": {"max_interval": "soon"}}))
+    assert any("daily_budget" in p for p in problems({"recrawl": {"daily_budget": -1}}))
+    long = parse_sources({"sources": [{"id": "s", "seeds": ["http://x/"], "cadence": "3d"}]})
+    assert long.get("s").max_interval_td == timedelta(days=3)

@@ -18,31 +18,30 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.components import Components
 from stratacrawl.errors import InvalidURL
-from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
+from stratacrawl.fetch.outcomes import outcome_for
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
+from stratacrawl.frontier.recrawl import RecrawlBudget, next_day
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
-from stratacrawl.staging.rows import LISTS, StagedFetch, make_row
+from stratacrawl.staging.rows import StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 5
 LEVEL2_FAILURE_RATE = 0.5
-LEVEL2_DELAY = timedelta(minutes=15)
 DRAIN_S = 30.0
 CLAIMS_AT_ONCE = 32
 # Worker weights and source order are re-read this often (200 sources: one 200-command
@@ -60,30 +59,13 @@ class SourceStats:
     latency_ms: float = 0.0
     delayed_batches: int = 0
     redundant: int = 0   # claimed variants of a queued URL (a learned URL rule): not fetched
+    over_budget: int = 0  # claimed re-fetches past the source's daily budget: due tomorrow
     reasons: Counter[str] = field(default_factory=Counter)  # final outcome of each fetch
     retries: Counter[str] = field(default_factory=Counter)  # level-1 retries, by the fault
 
     @property
     def mean_latency_ms(self) -> float:
         return self.latency_ms / self.fetched if self.fetched else 0.0
-
-
-def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: bool,
-                now: datetime) -> Outcome:
-    """The task's outcome by the retry rules (``fetch/classify.py`` decides the kind)."""
-    v = result.verdict
-    if v.success:
-        if task.kind in LISTS:  # lists recur at the source's cadence
-            return Outcome(task.id, TaskState.PENDING, result.status, None,
-                           now + source.cadence_td)
-        return Outcome(task.id, TaskState.SUCCEEDED, result.status)
-    if v.kind is Kind.RATE_LIMITED:
-        return Outcome(task.id, TaskState.RETRY_WAIT, result.status, v.reason,
-                       now + timedelta(seconds=v.retry_after_s or 60))
-    if v.kind is Kind.TRANSIENT and task.attempts < MAX_ATTEMPTS:
-        wait = LEVEL2_DELAY if level2 else timedelta(seconds=30 * task.attempts)
-        return Outcome(task.id, TaskState.RETRY_WAIT, result.status, v.reason, now + wait)
-    return Outcome(task.id, TaskState.FAILED, result.status, v.reason)
 
 
 class FetchWorker:
@@ -101,6 +83,7 @@ class FetchWorker:
         self.on_result = on_result
         self.politeness = Politeness(redis=comps.redis, rng=self.rng)
         self.robots = RobotsCache(redis=comps.redis)
+        self.budget = RecrawlBudget(redis=comps.redis)
         self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
         self.sessions = Sessions(redis=comps.redis, pool=comps.pool, worker=worker_id)
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
@@ -137,6 +120,7 @@ class FetchWorker:
         stats = self.stats.setdefault(source.id, SourceStats())
         try:
             batch.tasks = await self._drop_redundant(source, batch, stats)
+            batch.tasks = await self._within_budget(source, batch, stats)
             if not batch.tasks:
                 return
             await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
@@ -170,7 +154,7 @@ class FetchWorker:
             stats.delayed_batches += int(level2)
             now = datetime.now(UTC)
             for (task, result), item in zip(results, staged, strict=True):
-                item.outcome = outcome_for(task, result, source, level2, now)
+                item.outcome = outcome_for(task, result, source, level2, now, item.content_hash)
                 await self.writer.add(source.id, item)
                 stats.fetched += 1
                 stats.latency_ms += result.elapsed_ms
@@ -226,6 +210,25 @@ class FetchWorker:
         await self.c.frontier.complete(source.id, redundant, self.run_id)
         stats.redundant += len(redundant)
         gone = {o.task_id for o in redundant}
+        return [t for t in batch.tasks if t.id not in gone]
+
+    async def _within_budget(self, source: Source, batch: Batch,
+                             stats: SourceStats) -> list[ClaimedTask]:
+        """The batch without the re-fetches past the source's daily budget: those are given
+        back, due at the next UTC day's start."""
+        if source.recrawl.daily_budget is None:
+            return batch.tasks
+        again = [t for t in batch.tasks if t.recrawl_s is not None]
+        granted = await self.budget.take(source, len(again))
+        if granted == len(again):
+            return batch.tasks
+        now = datetime.now(UTC)
+        waiting = [Outcome(t.id, TaskState.PENDING, None,
+                           f"recrawl budget: {source.recrawl.daily_budget} a day", next_day(now))
+                   for t in again[granted:]]
+        await self.c.frontier.complete(source.id, waiting, self.run_id)
+        stats.over_budget += len(waiting)
+        gone = {o.task_id for o in waiting}
         return [t for t in batch.tasks if t.id not in gone]
 
     async def keep_slots(self, stop: asyncio.Event) -> None:

@@ -16,8 +16,16 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.frontier.tasks import ClaimedTask, NewTask, Outcome, TaskState
 
-_CLAIM_COLUMNS = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
-                  "lease_expires_at, trace_id")
+
+def _claim_columns(t: str = "tasks") -> str:
+    """The ``RETURNING`` list of a claim, in ``ClaimedTask`` order; a recurring task also
+    brings the content fingerprint of its last fetch (to tell whether it changed)."""
+    cols = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
+            "lease_expires_at, trace_id, recrawl_s").split(", ")
+    return (", ".join(f"{t}.{c}" for c in cols) + f", CASE WHEN {t}.recrawl_s IS NOT NULL THEN "
+            f"(SELECT u.content_hash FROM url_state u WHERE u.url_hash = {t}.url_hash) END")
+
+
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
 CLOCK_SLACK = timedelta(seconds=5)  # hot-queue due times are the workers' clocks, not ours
 ReadyCursor = tuple[int, datetime, int]   # (-priority, due_at, id) of the last task read
@@ -132,7 +140,7 @@ class Ledger:
                 "UPDATE tasks SET state = 'LEASED', lease_owner = %s, lease_expires_at = now() + %s,"
                 " batch_id = %s, attempts = attempts + 1, updated_at = now() "
                 f"WHERE id = ANY(%s) AND {_READY} AND due_at <= now() + %s "
-                f"RETURNING {_CLAIM_COLUMNS}",
+                f"RETURNING {_claim_columns()}",
                 (owner, lease, batch_id, list(ids), CLOCK_SLACK))
             rows = await cur.fetchall()
         order = {i: n for n, i in enumerate(ids)}
@@ -148,7 +156,7 @@ class Ledger:
                 "FOR UPDATE SKIP LOCKED) UPDATE tasks t SET state = 'LEASED', lease_owner = %s, "
                 "lease_expires_at = now() + %s, batch_id = %s, attempts = attempts + 1, "
                 f"updated_at = now() FROM picked WHERE t.id = picked.id RETURNING "
-                + ", ".join(f"t.{c.strip()}" for c in _CLAIM_COLUMNS.split(",")),
+                + _claim_columns("t"),
                 (source_id, limit, owner, lease, batch_id))
             rows = await cur.fetchall()
         return sorted(_claimed(rows), key=lambda t: (-t.priority, t.id))
@@ -181,15 +189,21 @@ class Ledger:
             "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
             "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
             "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
+            "recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), "
+            "revisits = t.revisits + (o.changed IS NOT NULL)::int, "
+            "changes = t.changes + (o.changed IS TRUE)::int, "
+            "changed_at = CASE WHEN o.changed THEN now() ELSE t.changed_at END, "
             "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
             "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
-            "unnest(%s::timestamptz[]) AS due_at) o WHERE t.id = o.id AND t.id = ANY(%s::bigint[]) "
+            "unnest(%s::timestamptz[]) AS due_at, unnest(%s::real[]) AS recrawl_s, "
+            "unnest(%s::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%s::bigint[]) "
             "AND t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
         # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
         # planner may hash every leased task (a sequential scan of the ledger per flush).
         ids = [o.task_id for o in outcomes]
         params = (ids, [str(o.state) for o in outcomes], [o.status for o in outcomes],
-                  [o.error for o in outcomes], [o.due_at for o in outcomes], ids, owner)
+                  [o.error for o in outcomes], [o.due_at for o in outcomes],
+                  [o.recrawl_s for o in outcomes], [o.changed for o in outcomes], ids, owner)
         if conn is not None:
             cur = await conn.execute(sql, params)
             return {int(r[0]) for r in await cur.fetchall()}

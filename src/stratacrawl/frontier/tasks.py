@@ -21,6 +21,7 @@ class TaskState(StrEnum):
     REDUNDANT = "REDUNDANT"   # a variant of a URL already queued (a learned URL rule): never fetched
 
 
+LISTS = ("seed", "list", "sitemap")  # kinds of page that recur (their links change)
 URGENT = 10  # priority of urgent submissions: ahead of every scheduled task
 
 
@@ -53,17 +54,23 @@ class ClaimedTask:
     lease_owner: str
     lease_expires_at: datetime
     trace_id: str | None = None
+    recrawl_s: float | None = None     # its re-crawl interval (None: never fetched yet)
+    content_hash: str | None = None    # of its last fetch, when it recurs
 
 
 class Outcome(NamedTuple):
-    """How a leased task ended. ``due_at`` applies to ``PENDING`` (re-crawl) and ``RETRY_WAIT``.
-    A named tuple: spool files hold plain tuples of the same shape."""
+    """How a leased task ended. ``due_at`` applies to ``PENDING`` (re-crawl) and ``RETRY_WAIT``;
+    ``recrawl_s`` is the recurring task's new interval and ``changed`` whether this fetch
+    found its content changed (``None``: not known). A named tuple: spool files hold plain
+    tuples of the same shape (the older ones without the last two)."""
 
     task_id: int
     state: TaskState
     status: int | None = None
     error: str | None = None
     due_at: datetime | None = None
+    recrawl_s: float | None = None
+    changed: bool | None = None
 
 
 @dataclass

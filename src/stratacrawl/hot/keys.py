@@ -61,6 +61,11 @@ def url_rules(source_id: str) -> str:
     return _source(source_id, "url_rules")
 
 
+def recrawl_budget(source_id: str, day: str) -> str:
+    """Re-fetches the source asked for on a UTC day (``YYYY-MM-DD``), against its budget."""
+    return _source(source_id, f"recrawl:{day}")
+
+
 def minute_counters(source_id: str, minute: int) -> str:
     """Hash of one minute's live counters of a source."""
     return f"sc:m:{{{source_id}}}:{minute}"

@@ -16,7 +16,7 @@ import zstandard
 from psycopg import AsyncConnection
 
 from stratacrawl.frontier.ledger import Ledger
-from stratacrawl.frontier.tasks import Outcome, TaskState
+from stratacrawl.frontier.tasks import LISTS, Outcome, TaskState
 
 COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", "final_url",
            "status", "headers", "content_type", "body", "body_encoding", "body_bytes",
@@ -24,7 +24,6 @@ COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", 
 TYPES = ("timestamptz", "text", "text", "int8", "int4", "text", "text", "int4", "jsonb", "text",
          "bytea", "text", "int4", "float4", "text", "text", "text", "text", "timestamptz")
 _ZSTD = zstandard.ZstdCompressor(level=1)
-LISTS = ("seed", "list", "sitemap")
 _STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
 
 
@@ -74,7 +73,7 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
     through a temporary table and ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
     Returns the rows inserted.
     """
-    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4]) for o in
+    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4], *o[5:7]) for o in
                 (i.outcome for i in items)]
     held = await ledger.finish_held(outcomes, owner, conn)
     items = [i for i in items if i.outcome[0] in held]

@@ -25,8 +25,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.ledger import Ledger
+from stratacrawl.frontier.tasks import LISTS
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.staging.rows import COLUMNS, LISTS, StagedFetch, ensure_partitions, land
+from stratacrawl.staging.rows import COLUMNS, StagedFetch, ensure_partitions, land
 from stratacrawl.staging.spool import Spool
 
 log = logging.getLogger(__name__)

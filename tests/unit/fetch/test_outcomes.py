@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stratacrawl.fetch.classify import Kind, Verdict
+from stratacrawl.fetch.outcomes import LEVEL2_DELAY, MAX_ATTEMPTS, outcome_for
 from stratacrawl.fetch.result import FetchResult
-from stratacrawl.fetch.worker import LEVEL2_DELAY, MAX_ATTEMPTS, outcome_for
 from stratacrawl.frontier.tasks import ClaimedTask, TaskState
 from stratacrawl.sources import Source
 
@@ -15,8 +15,10 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SOURCE = Source(id="s", seeds=["http://x/"], cadence="30m")
 
 
-def task(kind: str = "item", attempts: int = 1) -> ClaimedTask:
-    return ClaimedTask(1, "s", "http://x/a", "h", kind, 5, attempts, 0, "w", NOW)
+def task(kind: str = "item", attempts: int = 1, recrawl_s: float | None = None,
+         content_hash: str | None = None) -> ClaimedTask:
+    return ClaimedTask(1, "s", "http://x/a", "h", kind, 5, attempts, 0, "w", NOW, None,
+                       recrawl_s, content_hash)
 
 
 def result(kind: Kind, reason: str = "r", retry_after: float | None = None,
@@ -24,20 +26,55 @@ def result(kind: Kind, reason: str = "r", retry_after: float | None = None,
     return FetchResult("http://x/a", Verdict(kind, reason, retry_after), NOW, "t", status=status)
 
 
-def test_items_succeed_lists_recur_at_cadence() -> None:
-    assert outcome_for(task(), result(Kind.OK), SOURCE, False, NOW)[1] == TaskState.SUCCEEDED
-    _, state, _, _, due = outcome_for(task("list"), result(Kind.NOT_MODIFIED), SOURCE, False, NOW)
-    assert state == TaskState.PENDING and due == NOW + timedelta(minutes=30)
+def test_items_succeed_lists_recur_at_cadence_on_their_first_fetch() -> None:
+    assert outcome_for(task(), result(Kind.OK), SOURCE, False, NOW).state == TaskState.SUCCEEDED
+    o = outcome_for(task("list"), result(Kind.OK), SOURCE, False, NOW, "c1")
+    assert (o.state, o.due_at, o.recrawl_s, o.changed) == (
+        TaskState.PENDING, NOW + timedelta(minutes=30), 1800.0, None)
+
+
+def test_a_list_that_did_not_change_waits_longer_and_one_that_changed_less() -> None:
+    hour = task("list", recrawl_s=3600.0, content_hash="c1")
+    same = outcome_for(hour, result(Kind.OK), SOURCE, False, NOW, "c1")
+    assert (same.recrawl_s, same.changed) == (5400.0, False)
+    assert same.due_at == NOW + timedelta(seconds=5400)
+    unmodified = outcome_for(hour, result(Kind.NOT_MODIFIED, status=304), SOURCE, False, NOW)
+    assert (unmodified.recrawl_s, unmodified.changed) == (5400.0, False)
+    new = outcome_for(hour, result(Kind.OK), SOURCE, False, NOW, "c2")
+    assert (new.recrawl_s, new.changed) == (1800.0, True)
+    # never under the cadence, never over max_interval (a day by default)
+    assert outcome_for(task("list", recrawl_s=2000.0, content_hash="c1"), result(Kind.OK),
+                       SOURCE, False, NOW, "c2").recrawl_s == 1800.0
+    assert outcome_for(task("list", recrawl_s=80_000.0, content_hash="c1"), result(Kind.OK),
+                       SOURCE, False, NOW, "c1").recrawl_s == 86_400.0
+
+
+def test_an_unknown_last_fingerprint_keeps_the_interval() -> None:
+    o = outcome_for(task("list", recrawl_s=3600.0), result(Kind.OK), SOURCE, False, NOW, "c1")
+    assert (o.recrawl_s, o.changed) == (3600.0, None)
+
+
+def test_a_fixed_cadence_source_and_recurring_items() -> None:
+    fixed = Source(id="s", seeds=["http://x/"], cadence="30m", recrawl={"adaptive": False})
+    o = outcome_for(task("list", recrawl_s=7200.0, content_hash="c1"), result(Kind.OK), fixed,
+                    False, NOW, "c1")
+    assert (o.recrawl_s, o.changed, o.due_at) == (1800.0, False, NOW + timedelta(minutes=30))
+    prices = Source(id="s", seeds=["http://x/"], cadence="10m",
+                    recrawl={"items": True, "max_interval": "2h"})
+    o = outcome_for(task("item", recrawl_s=6000.0, content_hash="c1"), result(Kind.OK), prices,
+                    False, NOW, "c1")
+    assert (o.state, o.recrawl_s) == (TaskState.PENDING, 7200.0)
 
 
 def test_rate_limited_waits_retry_after() -> None:
-    _, state, _, err, due = outcome_for(task(), result(Kind.RATE_LIMITED, "http-429", 42.0),
-                                        SOURCE, False, NOW)
+    _, state, _, err, due, *_ = outcome_for(task(), result(Kind.RATE_LIMITED, "http-429", 42.0),
+                                            SOURCE, False, NOW)
     assert (state, err, due) == (TaskState.RETRY_WAIT, "http-429", NOW + timedelta(seconds=42))
 
 
 def test_transient_waits_then_fails_after_max_attempts() -> None:
-    _, state, _, _, due = outcome_for(task(attempts=2), result(Kind.TRANSIENT), SOURCE, False, NOW)
+    _, state, _, _, due, *_ = outcome_for(task(attempts=2), result(Kind.TRANSIENT), SOURCE, False,
+                                          NOW)
     assert state == TaskState.RETRY_WAIT and due == NOW + timedelta(seconds=60)
     _, state, *_ = outcome_for(task(attempts=MAX_ATTEMPTS), result(Kind.TRANSIENT), SOURCE,
                                False, NOW)
@@ -45,12 +82,12 @@ def test_transient_waits_then_fails_after_max_attempts() -> None:
 
 
 def test_level2_delays_a_failing_batch_15_minutes() -> None:
-    _, state, _, _, due = outcome_for(task(), result(Kind.TRANSIENT), SOURCE, True, NOW)
+    _, state, _, _, due, *_ = outcome_for(task(), result(Kind.TRANSIENT), SOURCE, True, NOW)
     assert state == TaskState.RETRY_WAIT and due == NOW + LEVEL2_DELAY == NOW + timedelta(
         minutes=15)
 
 
 def test_terminal_fails_at_once() -> None:
-    _, state, status, err, due = outcome_for(task(), result(Kind.TERMINAL, "http-404", status=404),
-                                             SOURCE, False, NOW)
+    _, state, status, err, due, *_ = outcome_for(task(), result(Kind.TERMINAL, "http-404",
+                                                                status=404), SOURCE, False, NOW)
     assert (state, status, err, due) == (TaskState.FAILED, 404, "http-404", None)
