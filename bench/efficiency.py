@@ -1,5 +1,14 @@
 """efficiency: how many fetches bring nothing new.
 
+``fetches_per_new_item``: a simulated day (the simulator's clock at ``SPEED`` x, the
+sources' cadence and ``max_interval`` scaled alike) of 8 sources that publish every 5 min,
+15 min, 30 min, 1 h, 2 h, 4 h, 8 h and 24 h, crawled twice side by side in one crawl: once
+with adaptive re-crawl, once (a copy of each source on its own host) at the fixed cadence
+of 10 min. Figure: every fetch of the day's last ``WINDOW`` share divided by the new items
+it found; baseline: the same for the fixed-cadence copies. ``freshness_lag_p50_s``: an
+item's publication to its first fetch, in simulated seconds (cleaning comes after and
+does not depend on the schedule).
+
 ``dup_fetch_ratio``: a full crawl of 20 simulated sources of 1,000 items each, whose list
 pages link ~22 % of the items under a second URL (``?ref=N``, ``/index.html``) next to the
 canonical one the sitemap gives; item fetches whose content equals an item page already
@@ -10,6 +19,9 @@ are crawled politely (50 requests/s each), as a real site would be.
 
 from __future__ import annotations
 
+import re
+import statistics
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -21,11 +33,19 @@ from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.cold.url_rules import load_rules
 from stratacrawl.crawl import crawl
+from stratacrawl.sim import SimulatorThread, build_specs
+from stratacrawl.sim.content import published_at
+from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
 from stratacrawl.tuning import tune_crawl_process
 
 SOURCES = 20
 RATE = 50.0
+SPEED = 720.0                           # a simulated day in 120 s
+PUBLISH_EVERY_MIN = (5, 15, 30, 60, 120, 240, 480, 1440)
+CADENCE_S, MAX_INTERVAL_S = 600.0, 6 * 3600.0
+WINDOW = 0.8                            # the share of the day counted (after the backlog)
+_ITEM_K = re.compile(r"/(?:article|product|api/prices)/(\d+)")
 
 
 async def _crawl(site: Any, learn: bool) -> dict[str, Any]:
@@ -52,7 +72,81 @@ async def _crawl(site: Any, learn: bool) -> dict[str, Any]:
             "revoked_rules": sorted({r.rule for r in rules if r.state == "revoked"})}
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
+def _day_sites(t0: datetime) -> list[Any]:
+    """The 8 sources twice: adaptive copies on 127.0.0.190+, fixed-cadence ones on 200+."""
+    specs = []
+    for first_host, suffix in ((190, ""), (200, "-fixed")):
+        for spec, every in zip(build_specs(len(PUBLISH_EVERY_MIN), 5, first_host=first_host,
+                                           epoch=t0), PUBLISH_EVERY_MIN, strict=True):
+            spec.id += suffix
+            spec.backlog = 20                 # one list page at the start
+            spec.publish_every_s = every * 60.0
+            specs.append(spec)
+    return specs
+
+
+async def _recrawl_day(specs: list[Any], day_s: float) -> dict[str, Any]:
+    doc = sources_document(specs, rate=RATE, concurrency=2)
+    for entry in doc["sources"]:
+        entry.update(cadence=f"{CADENCE_S / SPEED}s", url_rules={"learn": True}, recrawl={
+            "adaptive": not entry["id"].endswith("-fixed"),
+            "max_interval": f"{MAX_INTERVAL_S / SPEED}s"})
+    sources = parse_sources(doc)
+    with bench_runtime("efficiency") as rt:
+        async with bench_components(rt) as c:
+            t0 = time.time()
+            await crawl(c, sources, until_idle=False, seconds=day_s, flush_s=0.3)
+            async with c.pool.connection() as conn:
+                rows = await (await conn.execute(
+                    "SELECT source_id, kind, url, extract(epoch FROM fetched_at) FROM staging "
+                    "WHERE status IS NOT NULL")).fetchall()
+    counted_from = t0 + day_s * (1 - WINDOW)
+    by_id = {s.id: s for s in specs}
+    out: dict[str, Any] = {}
+    for fixed in (False, True):
+        fetches, first = 0, {}
+        for sid, kind, url, at in rows:
+            if sid.endswith("-fixed") != fixed:
+                continue
+            fetches += float(at) >= counted_from
+            m = _ITEM_K.search(url) if kind == "item" else None
+            if m:
+                first[(sid, int(m.group(1)))] = min(float(at), first.get((sid, int(m.group(1))),
+                                                                      float(at)))
+        lags, new_items = [], 0
+        for (sid, k), at in first.items():
+            spec = by_id[sid]
+            if at < counted_from or k < spec.backlog:
+                continue
+            new_items += 1
+            published = t0 + (published_at(spec, k) - spec.epoch).total_seconds() / SPEED
+            lags.append(max(0.0, at - published) * SPEED)
+        out["fixed" if fixed else "adaptive"] = {
+            "fetches": fetches, "new_items": new_items,
+            "fetches_per_new_item": fetches / max(new_items, 1),
+            "freshness_lag_p50_s": round(statistics.median(lags), 1) if lags else None,
+            "freshness_lag_p90_s": round(statistics.quantiles(lags, n=10)[-1], 1)
+            if len(lags) >= 10 else None}
+    return out
+
+
+def recrawl_day(quick: bool = False) -> Iterator[Figure]:
+    day_s = 86_400 / SPEED / (4 if quick else 1)
+    t0 = datetime.now(UTC)
+    specs = _day_sites(t0)
+    with SimulatorThread(specs, clock=lambda: t0 + (datetime.now(UTC) - t0) * SPEED):
+        day = uvloop.run(_recrawl_day(specs, day_s))
+    adaptive, fixed = day["adaptive"], day["fixed"]
+    yield Figure("efficiency", "fetches_per_new_item", adaptive["fetches_per_new_item"], "",
+                 fixed["fetches_per_new_item"], "the same sources at the fixed cadence",
+                 extra={"speed": SPEED, "simulated_s": day_s * SPEED,
+                        "publish_every_min": PUBLISH_EVERY_MIN, "adaptive": adaptive,
+                        "fixed": fixed})
+    yield Figure("efficiency", "freshness_lag_p50_s", adaptive["freshness_lag_p50_s"] or 0.0,
+                 "s", fixed["freshness_lag_p50_s"], "the same sources at the fixed cadence")
+
+
+def duplicate_fetches(quick: bool = False) -> Iterator[Figure]:
     n, backlog = (5, 300) if quick else (SOURCES, 1000)
     epoch = datetime.now(UTC).isoformat()   # sites of `backlog` items, a crawl finishes them
     with simulated_site(n, 7, first_host=60, backlog=backlog, epoch=epoch) as (_, sources):
@@ -64,3 +158,8 @@ def run(quick: bool = False) -> Iterator[Figure]:
                  static["ratio"], "the same crawl without URL-rule learning",
                  extra={"sources": n, "items_per_source": backlog, "learning": learned,
                         "no_learning": static})
+
+
+def run(quick: bool = False) -> Iterator[Figure]:
+    yield from recrawl_day(quick)
+    yield from duplicate_fetches(quick)

@@ -28,6 +28,7 @@ from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
+from stratacrawl.frontier.recrawl import GROW, SHRINK
 from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
 from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.hot.throttle import effective_rates
@@ -238,23 +239,30 @@ async def discover_staged(comps: Components, sources: SourcesFile,
     """
     stats = DiscoveryStats()
     decompress = zstandard.ZstdDecompressor()
+    grades: list[tuple[int, bool, float, float]] = []  # adaptive re-crawl of the list pages
     async with comps.pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
-            "SELECT fetched_at, id, source_id, url, final_url, content_type, body FROM staging "
-            "WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
+            "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id "
+            "FROM staging WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
             "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
         rows = await cur.fetchall()
-        for _at, _id, source_id, url, final_url, ctype, body in rows:
+        for _at, _id, source_id, url, final_url, ctype, body, task_id in rows:
             if source_id not in sources.ids or body is None:
                 continue
+            source = sources.get(source_id)
             links = extract(decompress.decompress(body), ctype)
-            stats.merge(await comps.discovery.discover(sources.get(source_id), final_url or url,
-                                                       links))
+            page = await comps.discovery.discover(source, final_url or url, links)
+            stats.merge(page)
+            if source.recrawl.adaptive:
+                grades.append((task_id, page.queued + page.requeued > 0,
+                               source.cadence_td.total_seconds(),
+                               source.max_interval_td.total_seconds()))
         if rows:
             await conn.execute(
                 "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
                 "(SELECT unnest(%s::timestamptz[]), unnest(%s::bigint[]))",
                 ([r[0] for r in rows], [r[1] for r in rows]))
+    await comps.ledger.grade_lists(grades, SHRINK, GROW)
     return stats
 
 

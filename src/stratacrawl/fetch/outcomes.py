@@ -1,6 +1,8 @@
 """What a fetch means for its task: the ledger outcome by the retry rules (the kind of
 answer is ``fetch/classify.py``'s), and for a page that recurs, its next re-crawl
-(``frontier/recrawl.py``)."""
+(``frontier/recrawl.py``). A list page whose body changed is graded when its links are
+discovered (``Ledger.grade_lists``): a paginated list shifts on every new item, and only
+the page that shows new links has changed for the crawl."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.frontier.frontier import LEVEL2_DELAY
 from stratacrawl.frontier.recrawl import changed, next_interval, recurs
-from stratacrawl.frontier.tasks import ClaimedTask, Outcome, TaskState
+from stratacrawl.frontier.tasks import LISTS, ClaimedTask, Outcome, TaskState
 from stratacrawl.sources import Source
 
 MAX_ATTEMPTS = 5
@@ -24,6 +26,8 @@ def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: 
     if v.success:
         if recurs(source, task.kind):
             change = changed(task.content_hash, result.status, content_hash)
+            if change and task.kind in LISTS and source.recrawl.adaptive:
+                change = None   # a new list body: discovery tells whether it has new links
             nxt = next_interval(source, task.recrawl_s, change, now)
             return Outcome(task.id, TaskState.PENDING, result.status, None, nxt.due_at,
                            nxt.seconds, change)

@@ -29,7 +29,7 @@ from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
-from stratacrawl.frontier.recrawl import RecrawlBudget, next_day
+from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.monitor.histogram import LatencyHistogram
@@ -252,6 +252,7 @@ class FetchWorker:
         """The staging row of one fetch (body zstd-compressed); its ledger outcome is set
         when the batch is over (a batch that mostly failed is delayed as a whole)."""
         success = r.verdict.success
+        content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
         row = None
         if r.status is not None:
             row = make_row(fetched_at=r.fetched_at, fetch_key=f"{task.id}:{task.attempts}:"
@@ -259,8 +260,9 @@ class FetchWorker:
                            attempt=task.attempts, url=task.url, final_url=r.final_url,
                            status=r.status, headers=r.headers, content_type=r.content_type,
                            body=r.body, elapsed_ms=r.elapsed_ms, trace_id=r.trace_id,
-                           worker=self.worker_id, kind=task.kind, success=success)
-        content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
+                           worker=self.worker_id, kind=task.kind, success=success,
+                           same_as_last=changed(task.content_hash, r.status,
+                                                content_hash) is False)
         return StagedFetch(row=row, outcome=Outcome(task.id, TaskState.FETCHING),
                            url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,

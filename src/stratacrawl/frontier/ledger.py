@@ -211,6 +211,29 @@ class Ledger:
             cur = await own.execute(sql, params)
             return {int(r[0]) for r in await cur.fetchall()}
 
+    async def grade_lists(self, grades: Sequence[tuple[int, bool, float, float]],
+                          shrink: float, grow: float) -> int:
+        """Re-time list pages whose new body was just discovered: (task id, whether it had
+        new links, the interval's floor and ceiling in seconds). New links shrink the
+        interval, none grow it (the page only shifted); the due time moves with it. A
+        task leased again meanwhile keeps its interval."""
+        if not grades:
+            return 0
+        interval = ("LEAST(GREATEST(t.recrawl_s * CASE WHEN g.new THEN %s ELSE %s END, g.lo), "
+                    "g.hi)")
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"UPDATE tasks t SET recrawl_s = {interval}, due_at = t.due_at + make_interval("
+                f"secs => {interval} - t.recrawl_s), revisits = t.revisits + 1, "
+                "changes = t.changes + g.new::int, "
+                "changed_at = CASE WHEN g.new THEN now() ELSE t.changed_at END "
+                "FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::bool[]) AS new, "
+                "unnest(%s::real[]) AS lo, unnest(%s::real[]) AS hi) g WHERE t.id = g.id "
+                "AND t.state = 'PENDING' AND t.recrawl_s IS NOT NULL",
+                (shrink, grow, shrink, grow, *(list(c) for c in zip(*sorted(grades),
+                                                                    strict=True))))
+            return cur.rowcount
+
     async def renew(self, ids: Sequence[int], owner: str, lease: timedelta) -> list[int]:
         """Extend the leases ``owner`` still holds among ``ids``; returns their ids."""
         if not ids:

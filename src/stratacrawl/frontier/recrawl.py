@@ -2,15 +2,19 @@
 source that re-crawls them) is fetched again.
 
 Each recurring task keeps its own interval in the ledger (``tasks.recrawl_s``), starting at
-the source's ``cadence``. After each fetch whose change can be told — a 304, or a body
-whose content fingerprint can be compared with the last fetch's — the interval is
+the source's ``cadence``. After each fetch whose change can be told, the interval is
 multiplied by ``SHRINK`` if the page changed and by ``GROW`` if it did not, and kept
-within ``[cadence, max_interval]``. A page that changes at a steady rate settles where a
-share ``p`` of fetches find a change with ``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37,
-about two fetches per change at that page's own rate, so a page that changes hourly is
-fetched about every 28 minutes and one that changes weekly about twice a week (or at
-``max_interval``), instead of both at the cadence. A fetch whose change cannot be told (no fingerprint of the last one)
-leaves the interval as it is.
+within ``[cadence, max_interval]``. Unchanged: a 304, or a body with the content
+fingerprint of the last fetch (read from ``url_state`` when the task is claimed; such a
+list page is not parsed again). Changed: for an item, a different fingerprint; for a list
+page, new links when its new body is discovered (``Ledger.grade_lists``) — a paginated
+list shifts by one on every new item, and only the pages that show new links changed for
+the crawl. A page that changes at a steady rate settles where a share ``p`` of fetches
+find a change with ``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per
+change at that page's own rate, so a page that changes hourly is fetched about every 28
+minutes and one that changes weekly about twice a week (or at ``max_interval``), instead
+of both at the cadence. A fetch whose change cannot be told (no fingerprint of the last
+one) leaves the interval as it is; a list page's first discovery counts as a change.
 
 A source's ``recrawl.daily_budget`` caps its re-fetches per UTC day (first fetches of new
 URLs are not counted): a claimed re-fetch past it is given back, due at the next day's

@@ -48,10 +48,12 @@ def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: i
              attempt: int, url: str, final_url: str | None, status: int | None,
              headers: dict[str, str], content_type: str | None, body: bytes,
              elapsed_ms: float, trace_id: str, worker: str, kind: str,
-             success: bool) -> tuple[Any, ...]:
-    """A staging row; the body is stored zstd-compressed (level 1: cheap, ~4x smaller)."""
+             success: bool, same_as_last: bool = False) -> tuple[Any, ...]:
+    """A staging row; the body is stored zstd-compressed (level 1: cheap, ~4x smaller).
+    A list page ``same_as_last`` (the body its last fetch had) is not discovered again."""
     clean_state = "new" if success and kind == "item" and body else "skipped"
-    discovered_at = None if success and kind in LISTS and body else fetched_at
+    discover = success and kind in LISTS and body and not same_as_last
+    discovered_at = None if discover else fetched_at
     return (fetched_at, fetch_key, source_id, task_id, attempt, url, final_url, status,
             json.dumps(headers), content_type, _ZSTD.compress(body) if body else None, "zstd",
             len(body), elapsed_ms, trace_id, worker, kind, clean_state, discovered_at)

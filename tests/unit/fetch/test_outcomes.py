@@ -40,13 +40,22 @@ def test_a_list_that_did_not_change_waits_longer_and_one_that_changed_less() -> 
     assert same.due_at == NOW + timedelta(seconds=5400)
     unmodified = outcome_for(hour, result(Kind.NOT_MODIFIED, status=304), SOURCE, False, NOW)
     assert (unmodified.recrawl_s, unmodified.changed) == (5400.0, False)
+    # a new list body waits for discovery to tell whether it brought new links
     new = outcome_for(hour, result(Kind.OK), SOURCE, False, NOW, "c2")
-    assert (new.recrawl_s, new.changed) == (1800.0, True)
-    # never under the cadence, never over max_interval (a day by default)
-    assert outcome_for(task("list", recrawl_s=2000.0, content_hash="c1"), result(Kind.OK),
-                       SOURCE, False, NOW, "c2").recrawl_s == 1800.0
+    assert (new.recrawl_s, new.changed, new.due_at) == (3600.0, None,
+                                                         NOW + timedelta(hours=1))
+    # never over max_interval (a day by default)
     assert outcome_for(task("list", recrawl_s=80_000.0, content_hash="c1"), result(Kind.OK),
                        SOURCE, False, NOW, "c1").recrawl_s == 86_400.0
+
+
+def test_a_recurring_item_that_changed_comes_back_sooner_but_not_under_the_cadence() -> None:
+    prices = Source(id="s", seeds=["http://x/"], cadence="30m", recrawl={"items": True})
+    new = outcome_for(task("item", recrawl_s=7200.0, content_hash="c1"), result(Kind.OK),
+                      prices, False, NOW, "c2")
+    assert (new.state, new.recrawl_s, new.changed) == (TaskState.PENDING, 3600.0, True)
+    assert outcome_for(task("item", recrawl_s=2000.0, content_hash="c1"), result(Kind.OK),
+                       prices, False, NOW, "c2").recrawl_s == 1800.0
 
 
 def test_an_unknown_last_fingerprint_keeps_the_interval() -> None:
