@@ -31,9 +31,15 @@ def report_table(report: CrawlReport) -> Table:
         retried = ", ".join(f"{k} {v}" for k, v in s.retries.most_common(3))
         table.add_row(sid, str(s.fetched), str(s.ok), str(s.not_modified), str(s.failed),
                       f"{s.mean_latency_ms:.0f}", reasons, retried or "-")
+    captions = []
     redundant = [f"{sid} {s.redundant}" for sid, s in report.sources.items() if s.redundant]
     if redundant:   # duplicate URLs a learned rule caught after they were queued
-        table.caption = "not fetched, redundant by a learned URL rule: " + ", ".join(redundant)
+        captions.append("not fetched, redundant by a learned URL rule: " + ", ".join(redundant))
+    waiting = [f"{sid} {s.over_budget}" for sid, s in report.sources.items() if s.over_budget]
+    if waiting:     # re-fetches past the source's daily budget
+        captions.append("re-fetches left for tomorrow (daily budget): " + ", ".join(waiting))
+    if captions:
+        table.caption = "\n".join(captions)
     return table
 
 
