@@ -137,8 +137,8 @@ class AlertThresholds(_Strict):
 class UrlRules(_Strict):
     """Learned URL equivalence rules of a source (see ``stratacrawl.url_equivalence``):
     ``learn`` them from the fetched pages, ``pin`` rules to apply from the start, ``forbid``
-    rules never to apply — each written ``drop-param:NAME``, ``trailing-slash`` or
-    ``path-case``, optionally scoped ``@/segment/``."""
+    rules never to apply — each written ``drop-param:NAME``, ``rename-param:ALIAS=NAME``,
+    ``trailing-slash`` or ``path-case``, optionally scoped ``@/segment/``."""
 
     learn: bool = True
     pin: list[str] = Field(default_factory=list)

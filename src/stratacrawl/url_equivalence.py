@@ -7,8 +7,13 @@ pair ``explain`` derives the rules that make the two one, of three kinds real si
 produce:
 
 - ``drop-param:NAME`` — a query parameter that never changes the content;
+- ``rename-param:ALIAS=NAME`` — two names of one parameter (``?item=5`` and ``?id=5``);
 - ``trailing-slash`` — a path with and without its trailing slash;
 - ``path-case`` — the case of the path.
+
+(The order of query parameters needs no rule: canonical forms sort them.) A page's
+``rel=canonical`` naming another URL of its host is the site saying the two are one page:
+such a pair is evidence like an equal fingerprint.
 
 Each rule is scoped to the first path segment it was seen under (``@/article/``), since
 a parameter may matter on some paths and not on others. ``mine`` counts a rule's
@@ -25,11 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-KINDS = ("drop-param", "trailing-slash", "path-case")
+KINDS = ("drop-param", "rename-param", "trailing-slash", "path-case")
 MIN_SUPPORT = 3          # confirming pairs before a rule applies (none against it)
 VERIFY_EVERY = 20        # one variant in this many is still fetched: the rule stays tested
 _ESCAPE = re.compile(r"%[0-9a-f]{2}")
@@ -38,7 +43,7 @@ _ESCAPE = re.compile(r"%[0-9a-f]{2}")
 @dataclass(frozen=True, order=True)
 class Rule:
     kind: str
-    arg: str = ""         # the parameter of drop-param
+    arg: str = ""         # drop-param: the parameter; rename-param: ALIAS=NAME
     scope: str = "/"      # "/" (every path) or a first path segment, "/article/"
 
     def text(self) -> str:
@@ -52,9 +57,13 @@ class Rule:
         kind, _, arg = body.partition(":")
         if kind not in KINDS:
             raise ValueError(f"unknown URL rule {text!r} (kinds: {', '.join(KINDS)})")
-        if (kind == "drop-param") != bool(arg):
+        if (kind in ("drop-param", "rename-param")) != bool(arg):
             raise ValueError(f"URL rule {text!r}: drop-param takes a parameter name "
-                             "(drop-param:NAME), the other kinds none")
+                             "(drop-param:NAME), rename-param two (rename-param:ALIAS=NAME), "
+                             "the other kinds none")
+        if kind == "rename-param" and not re.fullmatch(r"[^=&]+=[^=&]+", arg):
+            raise ValueError(f"URL rule {text!r}: rename-param:ALIAS=NAME renames ALIAS "
+                             "to NAME")
         scope = scope or "/"
         if not re.fullmatch(r"/([^/?#]+/)?", scope):
             raise ValueError(f"URL rule {text!r}: the scope is / or one path segment, /name/")
@@ -87,8 +96,18 @@ def apply(rules: Iterable[Rule], canonical: str) -> str:
             path = path.rstrip("/") or "/"
         elif r.kind == "path-case":
             path = _ESCAPE.sub(lambda m: m.group().upper(), path.lower())
-    if drop and query:
-        query = "&".join(f"{k}={v}" for k, v in _query_items(query) if k not in drop)
+    renames = dict(r.arg.split("=", 1) for r in covering if r.kind == "rename-param")
+    if (drop or renames) and query:
+        items = _query_items(query)
+        for _ in range(len(renames) + 1):   # renames may chain: to a fixed point
+            present = {k for k, _ in items}
+            before = items
+            items = [(renames[k] if k in renames and renames[k] not in present else k, v)
+                     for k, v in items]
+            items = [(k, v) for k, v in items if k not in drop]
+            if items == before:
+                break
+        query = "&".join(f"{k}={v}" for k, v in (sorted(items) if renames else items))
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
@@ -109,7 +128,16 @@ def explain(a: str, b: str) -> frozenset[Rule] | None:
         if pa.path.endswith("/") != pb.path.endswith("/"):
             rules.add(Rule("trailing-slash", "", scope))
     qa, qb = _query_items(pa.query), _query_items(pb.query)
-    for name in {k for k, _ in qa} | {k for k, _ in qb}:
+    only_a = {k for k, _ in qa} - {k for k, _ in qb}
+    only_b = {k for k, _ in qb} - {k for k, _ in qa}
+    renamed: set[str] = set()
+    if len(only_a) == len(only_b) == 1:   # one parameter under two names, same value?
+        (x,), (y,) = only_a, only_b
+        if sorted(v for k, v in qa if k == x) == sorted(v for k, v in qb if k == y):
+            alias, name = max(x, y), min(x, y)
+            rules.add(Rule("rename-param", f"{alias}={name}", scope))
+            renamed = {x, y}
+    for name in ({k for k, _ in qa} | {k for k, _ in qb}) - renamed:
         if sorted(v for k, v in qa if k == name) != sorted(v for k, v in qb if k == name):
             rules.add(Rule("drop-param", name, scope))
     if not rules or apply(rules, a) != apply(rules, b):
@@ -121,6 +149,8 @@ def _changes(rule: Rule, url: str, path: str) -> bool:
     """A cheap look before ``apply``: could ``rule`` change ``url`` (path ``path``) at all?"""
     if rule.kind == "drop-param":
         return f"{rule.arg}=" in url
+    if rule.kind == "rename-param":
+        return f"{rule.arg.split('=', 1)[0]}=" in url
     if rule.kind == "trailing-slash":
         return len(path) > 1 and path.endswith("/")
     return path != path.lower()
@@ -133,32 +163,48 @@ class RuleStats:
     example: str | None = None
 
 
-def mine(pages: dict[str, tuple[str, str]], *,
+def mine(pages: dict[str, tuple[str, str]], *, declared: Mapping[str, str] | None = None,
          forbidden: Iterable[Rule] = ()) -> dict[Rule, RuleStats]:
     """Rules and their evidence from ``pages`` (canonical URL → (content fingerprint,
-    path))."""
+    path)) and ``declared`` links (a page's URL → the canonical URL its rel=canonical
+    names: the site saying they are one page, even where a timestamp or an ad makes
+    their bytes differ). A counterexample is two fetched pages the rule merges whose
+    content differs — unless one names the other as its canonical."""
+    declared = declared or {}
     banned = set(forbidden)
     by_content: dict[str, list[str]] = {}
     for url, (content, _) in pages.items():
         by_content.setdefault(content, []).append(url)
     stats: dict[Rule, RuleStats] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def support(a: str, b: str, sign: str) -> None:
+        pair = (a, b) if a < b else (b, a)
+        if pair in seen:
+            return
+        seen.add(pair)
+        for rule in explain(a, b) or ():
+            if rule not in banned:
+                s = stats.setdefault(rule, RuleStats())
+                s.support += 1
+                s.example = s.example or f"{a} {sign} {b}"
+
     for urls in by_content.values():
         if len(urls) < 2:
             continue
         urls.sort()
         for i, a in enumerate(urls):
             for b in urls[i + 1:i + 8]:   # a page's variants: a handful, not a clique of all
-                for rule in explain(a, b) or ():
-                    if rule in banned:
-                        continue
-                    s = stats.setdefault(rule, RuleStats())
-                    s.support += 1
-                    s.example = s.example or f"{a} = {b}"
+                support(a, b, "=")
+    for a, b in declared.items():
+        support(a, b, "→")
     for rule, s in stats.items():   # a counterexample: two URLs it merges, content differs
         merged: dict[str, set[str]] = {}
         for url, (content, path) in pages.items():
             if rule.covers(path):
                 key = apply([rule], url) if _changes(rule, url, path) else url
+                if key != url and declared.get(url) == key:
+                    continue   # the page itself names the URL it is merged into
                 merged.setdefault(key, set()).add(content)
         s.counterexamples = sum(len(contents) - 1 for contents in merged.values())
     return stats

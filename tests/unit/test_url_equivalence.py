@@ -26,6 +26,9 @@ def pages(pairs: dict[str, str]) -> dict[str, tuple[str, str]]:
     (f"{H}/article/6/index.html", f"{H}/article/6", {"trailing-slash@/article/"}),
     (f"{H}/Article/6", f"{H}/article/6", {"path-case@/article/"}),
     (f"{H}/p?id=1&ref=a", f"{H}/p?id=1&ref=b", {"drop-param:ref"}),
+    (f"{H}/shop/view?item=5&c=1", f"{H}/shop/view?c=1&id=5", {"rename-param:item=id@/shop/"}),
+    (f"{H}/shop/view?item=5", f"{H}/shop/view?id=6", {"drop-param:item@/shop/",
+                                                      "drop-param:id@/shop/"}),
     (f"{H}/article/6?ref=3", f"{H}/article/7", None),             # another page
     (f"{H}/article/6", "http://other.test/article/6", None),        # another host
 ])
@@ -62,11 +65,31 @@ def test_a_parameter_that_matters_on_some_paths_only_is_learned_where_it_does_no
     assert merged == canonicalize(f"{H}/list/3?page=2")   # outside its scope: untouched
 
 
+def test_rel_canonical_links_are_evidence_and_excuse_bytes_that_differ() -> None:
+    """Each variant's page has its own timestamp (no two fingerprints are equal), but names
+    the canonical URL: that is support, and the differing bytes are no counterexample."""
+    site = {f"{H}/article/{k}?ref={k}": f"v{k}" for k in range(MIN_SUPPORT)}
+    site |= {f"{H}/article/{k}": f"c{k}" for k in range(MIN_SUPPORT)}
+    declared = {canonicalize(f"{H}/article/{k}?ref={k}"): canonicalize(f"{H}/article/{k}")
+                for k in range(MIN_SUPPORT)}
+    assert mine(pages(site)) == {}    # bytes alone: nothing to learn
+    (rule, stats), = mine(pages(site), declared=declared).items()
+    assert (rule.text(), stats.support, state_of(stats)) == (
+        "drop-param:ref@/article/", MIN_SUPPORT, "active")
+    assert "→" in (stats.example or "")
+    # a variant that names itself while its content differs: the parameter matters there
+    site[f"{H}/article/9?ref=1"], site[f"{H}/article/9"] = "one", "other"
+    assert state_of(mine(pages(site), declared=declared)[rule]) == "revoked"
+
+
 def test_apply_rewrites_only_what_its_rules_cover() -> None:
     rules = [Rule.parse("drop-param:ref"), Rule.parse("trailing-slash@/article/")]
     assert apply(rules, f"{H}/article/6/?a=1&ref=2") == f"{H}/article/6?a=1"
     assert apply(rules, f"{H}/shop/6/?ref=2") == f"{H}/shop/6/"
     assert apply(rules, f"{H}/") == f"{H}/"
+    alias = [Rule.parse("rename-param:item=id")]
+    assert apply(alias, f"{H}/v?item=5&z=1") == f"{H}/v?id=5&z=1"
+    assert apply(alias, f"{H}/v?id=4&item=5") == f"{H}/v?id=4&item=5"   # both: not an alias
 
 
 @pytest.mark.parametrize("text, error", [
@@ -74,6 +97,7 @@ def test_apply_rewrites_only_what_its_rules_cover() -> None:
     ("trailing-slash:x", "takes a parameter name"),
     ("rename:x", "unknown URL rule"),
     ("path-case@/a/b/", "one path segment"),
+    ("rename-param:item", "renames ALIAS to NAME"),
 ])
 def test_bad_rules_in_the_sources_file_are_named(text: str, error: str) -> None:
     doc = {"sources": [{"id": "s", "seeds": [f"{H}/"], "url_rules": {"pin": [text]}}]}
@@ -83,12 +107,14 @@ def test_bad_rules_in_the_sources_file_are_named(text: str, error: str) -> None:
 
 RULES = st.lists(st.one_of(
     st.sampled_from(["trailing-slash", "path-case", "trailing-slash@/a/", "path-case@/b/"]),
-    st.sampled_from(["ref", "id", "page", "x"]).map(lambda p: f"drop-param:{p}")),
+    st.sampled_from(["ref", "id", "page", "x"]).map(lambda p: f"drop-param:{p}"),
+    st.sampled_from(["item=id", "x=page", "ref=x"]).map(lambda p: f"rename-param:{p}")),
     max_size=4).map(lambda ts: [Rule.parse(t) for t in ts])
 URLS = st.builds(lambda seg, rest, q: f"{H}/{seg}/{rest}{q}",
                  st.sampled_from(["a", "b", "A", "c"]),
                  st.sampled_from(["", "x", "X/", "y/z/", "%2Fq"]),
-                 st.sampled_from(["", "?ref=1", "?id=2&ref=3", "?page=1&x=", "?x=1&x=2"]))
+                 st.sampled_from(["", "?ref=1", "?id=2&ref=3", "?page=1&x=", "?x=1&x=2",
+                                  "?item=5", "?id=1&item=2", "?b=1&x=3"]))
 
 
 @settings(max_examples=400, deadline=None)

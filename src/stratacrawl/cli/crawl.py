@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from stratacrawl.cli.common import JSON, bad_input, console, emit_json, fail, run, settings
-from stratacrawl.cold.url_rules import RuleRow, load_rules
+from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow, load_canonical_counts, load_rules
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -137,17 +137,18 @@ def url_rules_cmd(
         bad_input(f"unknown source {source!r} (the sources file has "
                   f"{', '.join(sorted(configured))})")
 
-    async def main() -> list[RuleRow]:
+    async def main() -> tuple[list[RuleRow], dict[str, CanonicalCounts]]:
         async with open_session(settings()) as comps:
-            return await load_rules(comps.pool, source)
+            return (await load_rules(comps.pool, source),
+                    await load_canonical_counts(comps.pool, source))
 
-    rows = run(main())
+    rows, canonicals = run(main())
     pins = [{"source_id": sid, "rule": r, "state": state}
             for sid, (pinned, forbidden) in sorted(configured.items())
             if source is None or sid == source
             for state, rules in (("pinned", pinned), ("forbidden", forbidden)) for r in rules]
     if as_json:
-        emit_json({"learned": rows, "configured": pins})
+        emit_json({"learned": rows, "configured": pins, "canonical_links": canonicals})
         return
     table = Table(title=f"{len(rows)} learned URL rule(s)")
     for col in ("source", "rule", "state", "support", "against", "first seen", "last seen",
@@ -160,3 +161,6 @@ def url_rules_cmd(
     for p in pins:
         table.add_row(p["source_id"], p["rule"], p["state"], "", "", "", "", "")
     console.print(table)
+    for sid, c in canonicals.items():   # rel=canonical links met while learning
+        console.print(f"{sid}: rel=canonical links used {c.used}; ignored: off-host "
+                      f"{c.off_host}, to a missing page {c.missing}, in a loop {c.looped}")

@@ -1,5 +1,6 @@
-"""URL equivalence rules in the cold tier (``url_rules``), and the fetched pages they are
-learned from (``url_state``: each URL's last content fingerprint)."""
+"""URL equivalence rules in the cold tier (``url_rules``), the fetched pages they are
+learned from (``url_state``: each URL's last content fingerprint and declared canonical
+link), and the counts of canonical links used or ignored (``url_rule_canonicals``)."""
 
 from __future__ import annotations
 
@@ -72,13 +73,58 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
 
 
 async def fetched_pages(pool: AsyncConnectionPool, source_id: str, after: datetime | None,
-                        limit: int) -> list[tuple[str, str, datetime]]:
-    """(URL, content fingerprint, last crawled) of the source's pages fetched with 200
-    after ``after`` (oldest first), at most ``limit``."""
+                        limit: int) -> list[tuple[str, str, datetime, str | None]]:
+    """(URL, content fingerprint, last crawled, declared canonical URL) of the source's
+    pages fetched with 200 after ``after`` (oldest first), at most ``limit``."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT url, content_hash, last_crawled FROM url_state WHERE source_id = %s "
-            "AND last_crawled > COALESCE(%s, '-infinity'::timestamptz) AND http_status = 200 "
-            "AND content_hash IS NOT NULL ORDER BY last_crawled LIMIT %s",
+            "SELECT url, content_hash, last_crawled, canonical_url FROM url_state "
+            "WHERE source_id = %s AND last_crawled > COALESCE(%s, '-infinity'::timestamptz) "
+            "AND http_status = 200 AND content_hash IS NOT NULL ORDER BY last_crawled LIMIT %s",
             (source_id, after, limit))
-        return [(u, h, t) for u, h, t in await cur.fetchall()]
+        return [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
+
+
+async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict[str, int]:
+    """The last HTTP status of each of these URLs that was fetched."""
+    if not url_hashes:
+        return {}
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%s) "
+            "AND http_status IS NOT NULL", (list(url_hashes),))
+        return {str(h): int(s) for h, s in await cur.fetchall()}
+
+
+@dataclass
+class CanonicalCounts:
+    """A source's rel=canonical links the miner met: used as evidence, or ignored."""
+
+    used: int = 0
+    off_host: int = 0   # pointing to another host
+    missing: int = 0    # to a page that answered 4xx/5xx
+    looped: int = 0     # to a page that declares yet another canonical (a loop, a chain)
+
+
+async def save_canonical_counts(pool: AsyncConnectionPool, source_id: str,
+                                counts: CanonicalCounts) -> None:
+    """Store the counts of the miner's sample; like rule evidence, they only grow."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO url_rule_canonicals AS c (source_id, used, off_host, missing, looped) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (source_id) DO UPDATE SET "
+            "used = GREATEST(c.used, excluded.used), "
+            "off_host = GREATEST(c.off_host, excluded.off_host), "
+            "missing = GREATEST(c.missing, excluded.missing), "
+            "looped = GREATEST(c.looped, excluded.looped), last_seen = now()",
+            (source_id, counts.used, counts.off_host, counts.missing, counts.looped))
+
+
+async def load_canonical_counts(pool: AsyncConnectionPool, source_id: str | None = None
+                                ) -> dict[str, CanonicalCounts]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, used, off_host, missing, looped FROM url_rule_canonicals "
+            "WHERE %s::text IS NULL OR source_id = %s ORDER BY source_id",
+            (source_id, source_id))
+        return {str(sid): CanonicalCounts(*counts) for sid, *counts in await cur.fetchall()}

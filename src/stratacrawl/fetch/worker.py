@@ -29,6 +29,7 @@ from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
+from stratacrawl.frontier.links import canonical_link
 from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
 from stratacrawl.frontier.scheduler import Heartbeat
 from stratacrawl.frontier.tasks import Batch, ClaimedTask, Outcome, TaskState
@@ -38,7 +39,7 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.rows import StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.url_equivalence import apply, rewrite
-from stratacrawl.urls import canonical_fingerprint, canonicalize
+from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
 
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5
@@ -263,11 +264,16 @@ class FetchWorker:
                            worker=self.worker_id, kind=task.kind, success=success,
                            same_as_last=changed(task.content_hash, r.status,
                                                 content_hash) is False)
+        canonical = None
+        if success and r.body and "html" in (r.content_type or ""):
+            href = canonical_link(r.body)
+            with contextlib.suppress(InvalidURL):
+                canonical = resolve(r.final_url or task.url, href) if href else None
         return StagedFetch(row=row, outcome=Outcome(task.id, TaskState.FETCHING),
                            url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
                            succeeded=success, fetched_at=r.fetched_at, status=r.status,
-                           body_bytes=len(r.body))
+                           body_bytes=len(r.body), canonical_url=canonical)
 
     # -- the loop -----------------------------------------------------------------------------
     async def heartbeat(self) -> None:

@@ -27,12 +27,19 @@ from urllib.parse import urlsplit
 
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.url_rules import fetched_pages, load_rules, save_rules
+from stratacrawl.cold.url_rules import (
+    CanonicalCounts,
+    fetched_pages,
+    load_rules,
+    save_canonical_counts,
+    save_rules,
+    statuses,
+)
 from stratacrawl.errors import InvalidURL
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.url_equivalence import Rule, mine, state_of
-from stratacrawl.urls import canonicalize
+from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,7 @@ MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times it
 @dataclass
 class _Sample:
     pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
+    declared: dict[str, str] = field(default_factory=dict)  # URL → its rel=canonical URL
     after: datetime | None = None
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
@@ -104,6 +112,35 @@ class UrlRules:
         self._canonical[url] = canonical
         return canonical
 
+    async def _declared_pairs(self, sample: _Sample) -> tuple[dict[str, str], CanonicalCounts]:
+        """The sample's rel=canonical links that are evidence, and the count of those
+        ignored: pointing to another host, to a page that answered an error, or to a page
+        that itself names another canonical URL (a loop or a chain)."""
+        counts = CanonicalCounts()
+        candidates: list[tuple[str, str]] = []
+        for url, target in sample.declared.items():
+            if target == url:
+                continue   # the page names itself: the usual case, no evidence
+            if urlsplit(target)[:2] != urlsplit(url)[:2]:
+                counts.off_host += 1
+            elif sample.declared.get(target, target) != target:
+                counts.looped += 1
+            else:
+                candidates.append((url, target))
+        unknown = [t for _, t in candidates if t not in sample.pages]
+        status = await statuses(self.pool, [canonical_fingerprint(t) for t in unknown])
+        pairs: dict[str, str] = {}
+        for url, target in candidates:
+            code = 200 if target in sample.pages else status.get(canonical_fingerprint(target))
+            if code is None:
+                continue   # not fetched yet: judged in a later pass
+            if code >= 400:
+                counts.missing += 1
+            else:
+                pairs[url] = target
+        counts.used = len(pairs)
+        return pairs, counts
+
     async def mine(self, source_id: str, forbidden: Sequence[Rule] = (), *,
                    force: bool = False) -> bool:
         """Read the source's pages fetched since the last pass, re-derive its rules and
@@ -122,15 +159,22 @@ class UrlRules:
         rows = await fetched_pages(self.pool, source_id, sample.after, READ_LIMIT)
         if not rows:
             return False
-        for url, content, crawled in rows:
+        for url, content, crawled, declared in rows:
             canonical = self._canonical_of(url)
             if canonical is not None:
                 sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
                 sample.pages[canonical] = (content, urlsplit(canonical).path)
+                target = self._canonical_of(declared) if declared else None
+                sample.declared.pop(canonical, None)
+                if target is not None:
+                    sample.declared[canonical] = target
             sample.after = crawled
         while len(sample.pages) > SAMPLE_LIMIT:
+            sample.declared.pop(next(iter(sample.pages)), None)
             sample.pages.pop(next(iter(sample.pages)))
-        stats = mine(sample.pages, forbidden=forbidden)
+        pairs, counts = await self._declared_pairs(sample)
+        await save_canonical_counts(self.pool, source_id, counts)
+        stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
         if not stats:
             return False
         await save_rules(self.pool, source_id, [(r.text(), state_of(s), s.support,

@@ -42,6 +42,7 @@ class StagedFetch:
     fetched_at: datetime
     status: int | None = None
     body_bytes: int = 0
+    canonical_url: str | None = None     # the page's <link rel=canonical>, absolute
 
 
 def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: int,
@@ -105,13 +106,15 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             "UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
             "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified), "
             "content_hash = COALESCE(v.ch, u.content_hash), retry_count = 0, "
-            "content_length = COALESCE(v.len, u.content_length) FROM (SELECT "
-            "unnest(%s::text[]) AS h, unnest(%s::timestamptz[]) AS at, unnest(%s::int[]) AS "
-            "status, unnest(%s::text[]) AS etag, unnest(%s::text[]) AS lm, unnest(%s::text[]) "
-            "AS ch, unnest(%s::int[]) AS len) v WHERE u.url_hash = v.h",
+            "content_length = COALESCE(v.len, u.content_length), "
+            "canonical_url = CASE WHEN v.ch IS NULL THEN u.canonical_url ELSE v.canon END "
+            "FROM (SELECT unnest(%s::text[]) AS h, unnest(%s::timestamptz[]) AS at, "
+            "unnest(%s::int[]) AS status, unnest(%s::text[]) AS etag, unnest(%s::text[]) AS lm, "
+            "unnest(%s::text[]) AS ch, unnest(%s::int[]) AS len, unnest(%s::text[]) AS canon) v "
+            "WHERE u.url_hash = v.h",
             ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
              [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
-             [i.body_bytes or None for i in ok]))
+             [i.body_bytes or None for i in ok], [i.canonical_url for i in ok]))
     failed = sorted(i.url_hash for i in items if not i.succeeded)
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "

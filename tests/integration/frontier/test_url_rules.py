@@ -50,6 +50,11 @@ async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
     # crawl meets canonical and variant URLs; `bench efficiency` measures the share)
     assert items >= 390 and dups <= 45, (dups, items)
     assert report.sources[sid].redundant + dups < 90
+    async with comps.pool.connection() as conn:   # item pages name their canonical URL
+        declared = await (await conn.execute(
+            "SELECT url, canonical_url FROM url_state WHERE source_id = %s AND url LIKE "
+            "'%%ref=%%' AND http_status = 200", (sid,))).fetchall()
+    assert declared and all(c == u.split("?")[0] for u, c in declared), declared[:3]
 
 
 async def test_learning_off_fetches_every_variant(comps: Components) -> None:
@@ -113,3 +118,40 @@ async def test_an_item_linked_only_under_a_variant_url_is_fetched(comps: Compone
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
         truth = {it["url"] for it in st.sim.truth()[specs[0].id]}
     assert truth <= (await staged_items(comps)).get(specs[0].id, set())
+
+
+async def test_rel_canonical_is_evidence_and_contradictory_links_are_ignored_and_counted(
+        comps: Components) -> None:
+    """Pages whose bytes all differ (a timestamp each) but whose variants name their
+    canonical URL teach the rule; a canonical link to another host, to a page that
+    answered 404, or in a loop is not evidence, and each is counted."""
+    from stratacrawl.cold.url_rules import CanonicalCounts, load_canonical_counts
+    from stratacrawl.frontier.url_rules import UrlRules
+    from stratacrawl.url_equivalence import Rule
+    from stratacrawl.urls import canonical_fingerprint, canonicalize
+
+    h = "http://127.0.0.1:9"
+    pages: list[tuple[str, int, str | None]] = []   # (URL, status, its rel=canonical)
+    for k in range(3):
+        pages += [(f"{h}/article/{k}?ref={k}", 200, f"{h}/article/{k}"),
+                  (f"{h}/article/{k}", 200, f"{h}/article/{k}")]
+    pages += [(f"{h}/article/10?ref=1", 200, "http://elsewhere.test/article/10"),
+              (f"{h}/article/11?ref=1", 200, f"{h}/article/11"), (f"{h}/article/11", 404, None),
+              (f"{h}/story/12?ref=1", 200, f"{h}/story/12"),
+              (f"{h}/story/12", 200, f"{h}/story/12?ref=1")]
+    async with comps.pool.connection() as conn:
+        for n, (url, status, canonical) in enumerate(pages):
+            await conn.execute(
+                "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
+                "last_crawled, canonical_url) VALUES (%s, 's', %s, %s, %s, now(), %s)",
+                (canonical_fingerprint(canonicalize(url)), url, status, f"bytes-{n}", canonical))
+    miner = UrlRules(pool=comps.pool, redis=comps.redis)
+    assert await miner.mine("s", force=True)
+    rules = {r.rule: r for r in await load_rules(comps.pool, "s")}
+    assert (rules["drop-param:ref@/article/"].state,
+            rules["drop-param:ref@/article/"].support) == ("active", 3)
+    assert "drop-param:ref@/story/" not in rules or rules["drop-param:ref@/story/"].state != (
+        "active")
+    assert await load_canonical_counts(comps.pool, "s") == {
+        "s": CanonicalCounts(used=3, off_host=1, missing=1, looped=2)}
+    assert await miner.active("s") == (Rule.parse("drop-param:ref@/article/"),)
