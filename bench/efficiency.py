@@ -85,7 +85,8 @@ def _day_sites(t0: datetime) -> list[Any]:
     return specs
 
 
-async def _recrawl_day(specs: list[Any], day_s: float) -> dict[str, Any]:
+async def _recrawl_day(specs: list[Any], day_s: float, sim_start: float) -> dict[str, Any]:
+    """``sim_start``: when the simulator's clock stood at the sites' epoch (epoch seconds)."""
     doc = sources_document(specs, rate=RATE, concurrency=2)
     for entry in doc["sources"]:
         entry.update(cadence=f"{CADENCE_S / SPEED}s", url_rules={"learn": True}, recrawl={
@@ -119,7 +120,7 @@ async def _recrawl_day(specs: list[Any], day_s: float) -> dict[str, Any]:
             if at < counted_from or k < spec.backlog:
                 continue
             new_items += 1
-            published = t0 + (published_at(spec, k) - spec.epoch).total_seconds() / SPEED
+            published = sim_start + (published_at(spec, k) - spec.epoch).total_seconds() / SPEED
             lags.append(max(0.0, at - published) * SPEED)
         out["fixed" if fixed else "adaptive"] = {
             "fetches": fetches, "new_items": new_items,
@@ -135,7 +136,7 @@ def recrawl_day(quick: bool = False) -> Iterator[Figure]:
     t0 = datetime.now(UTC)
     specs = _day_sites(t0)
     with SimulatorThread(specs, clock=lambda: t0 + (datetime.now(UTC) - t0) * SPEED):
-        day = uvloop.run(_recrawl_day(specs, day_s))
+        day = uvloop.run(_recrawl_day(specs, day_s, t0.timestamp()))
     adaptive, fixed = day["adaptive"], day["fixed"]
     yield Figure("efficiency", "fetches_per_new_item", adaptive["fetches_per_new_item"], "",
                  fixed["fetches_per_new_item"], "the same sources at the fixed cadence",

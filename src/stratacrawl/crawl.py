@@ -28,7 +28,7 @@ from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
-from stratacrawl.frontier.recrawl import GROW, SHRINK
+from stratacrawl.frontier.recrawl import FRESH_CADENCES, GROW, SHRINK
 from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
 from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.hot.throttle import effective_rates
@@ -253,10 +253,12 @@ async def discover_staged(comps: Components, sources: SourcesFile,
                 continue
             source = sources.get(source_id)
             links = extract(decompress.decompress(body), ctype)
-            page = await comps.discovery.discover(source, final_url or url, links)
+            floor = source.cadence_td.total_seconds()
+            page = await comps.discovery.discover(source, final_url or url, links,
+                                                  fresh_s=FRESH_CADENCES * floor)
             stats.merge(page)
             if source.recrawl.adaptive:
-                grades.append((task_id, page.queued + page.requeued > 0,
+                grades.append((task_id, page.queued + page.requeued + page.fresh > 0,
                                source.cadence_td.total_seconds(),
                                source.max_interval_td.total_seconds()))
         if rows:

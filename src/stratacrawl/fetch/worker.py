@@ -183,8 +183,7 @@ class FetchWorker:
                               stats: SourceStats) -> list[ClaimedTask]:
         """The batch without the variants that a learned URL rule maps onto a URL the
         source already has a task for: those end ``REDUNDANT``, never fetched."""
-        pinned = source.url_rules.pinned
-        learned = await self.c.url_rules.active(source.id, source.url_rules.forbidden)
+        pinned, learned = await self.c.url_rules.of(source)
         if not pinned and not learned:
             return batch.tasks
         targets: dict[int, tuple[str, str]] = {}

@@ -55,7 +55,7 @@ class Dedup:
         self.window = window
         self.cache_ttl_s = cache_ttl_s
         self.hedge_s = hedge_s
-        self._cache: dict[str, tuple[float, Seen]] = {}
+        self._cache: dict[str, tuple[float, Seen, float | None]] = {}
         self._next_sweep = 0.0
         self._touched: list[str] = []
         self._promote: dict[str, dict[str, str | int | float | None]] = {}
@@ -68,14 +68,20 @@ class Dedup:
             return Seen.QUEUED
         return Seen.RECENT if now - last_crawled < self.window.total_seconds() else Seen.STALE
 
-    async def check(self, fps: Sequence[str]) -> list[Seen]:
+    async def check(self, fps: Sequence[str], crawled: dict[str, float] | None = None
+                    ) -> list[Seen]:
+        """The verdict of each fingerprint; ``crawled`` (if given) is filled with the last
+        crawl time (epoch seconds) of those known to have been crawled."""
         now = time.time()
         out: dict[str, Seen] = {}
+        ages: dict[str, float] = {}
         todo: list[str] = []
         for fp in dict.fromkeys(fps):
             hit = self._cache.get(fp)
             if hit and hit[0] > now:
                 out[fp] = hit[1]
+                if hit[2] is not None:
+                    ages[fp] = hit[2]
                 self.stats["cache"] += 1
             else:
                 todo.append(fp)
@@ -88,11 +94,14 @@ class Dedup:
                 out[fp] = Seen.NEW
             self.stats["bloom_new"] += len(todo) - len(maybe)
             if maybe:
-                out.update(await self._exact(maybe, now))
-            self._remember(todo, out, now)
+                out.update(await self._exact(maybe, now, ages))
+            self._remember(todo, out, ages, now)
+        if crawled is not None:
+            crawled.update(ages)
         return [out[fp] for fp in fps]
 
-    def _remember(self, fps: list[str], verdicts: dict[str, Seen], now: float) -> None:
+    def _remember(self, fps: list[str], verdicts: dict[str, Seen], ages: dict[str, float],
+                  now: float) -> None:
         if self.cache_ttl_s <= 0:
             return
         if now >= self._next_sweep:  # expired entries go in one pass, at most every TTL
@@ -100,9 +109,10 @@ class Dedup:
             self._next_sweep = now + self.cache_ttl_s
         expiry = now + self.cache_ttl_s
         for fp in fps:
-            self._cache[fp] = (expiry, verdicts[fp])
+            self._cache[fp] = (expiry, verdicts[fp], ages.get(fp))
 
-    async def _exact(self, fps: list[str], now: float) -> dict[str, Seen]:
+    async def _exact(self, fps: list[str], now: float, ages: dict[str, float]
+                     ) -> dict[str, Seen]:
         # Hot and warm are asked together; if warm has not answered within ``hedge_s``, cold
         # (the truth) is asked too and whichever answers first decides — a slow warm node
         # does not set the tail latency, and a fast one still keeps the load off cold.
@@ -114,6 +124,7 @@ class Dedup:
         for fp, entry in zip(fps, hot, strict=True):
             if entry is not None and entry.last_crawled is not None:
                 found[fp] = self._age_verdict(entry.last_crawled, now)
+                ages[fp] = entry.last_crawled
                 touched.append(fp)
                 self.stats["hot"] += 1
             else:
@@ -138,6 +149,7 @@ class Dedup:
         for fp in pending:
             if fp in warm:
                 found[fp] = self._age_verdict(warm[fp], now)
+                ages[fp] = warm[fp]
                 promote[fp] = {"lc": warm[fp], "h": 1, "la": now}
                 self.stats["warm"] += 1
             else:
@@ -149,6 +161,7 @@ class Dedup:
                     found[fp] = self._age_verdict(cold[fp], now)
                     self.stats["cold"] += 1
                     if cold[fp] is not None:
+                        ages[fp] = cold[fp]  # type: ignore[assignment]
                         promote[fp] = {"lc": cold[fp], "h": 1, "la": now}
                 else:
                     found[fp] = Seen.NEW

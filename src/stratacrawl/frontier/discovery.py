@@ -7,6 +7,7 @@ private network, out of scope, robots, …); nothing raises out of ``discover``.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class DiscoveryStats:
     queued: int = 0
     requeued: int = 0
     known: int = 0
+    fresh: int = 0   # of the known: items crawled within fresh_s
     dropped: Counter[str] = field(default_factory=Counter)
 
     def merge(self, other: DiscoveryStats) -> None:
@@ -37,6 +39,7 @@ class DiscoveryStats:
         self.queued += other.queued
         self.requeued += other.requeued
         self.known += other.known
+        self.fresh += other.fresh
         self.dropped.update(other.dropped)
 
 
@@ -61,8 +64,7 @@ class Discovery:
         """(pinned, learned) URL rules of the source."""
         if self.rules is None:
             return source.url_rules.pinned, ()
-        return source.url_rules.pinned, await self.rules.active(source.id,
-                                                                source.url_rules.forbidden)
+        return await self.rules.of(source)
 
     def _prepare(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
                  stats: DiscoveryStats, kind: str | None = None,
@@ -97,23 +99,29 @@ class Discovery:
         return list(out.values())
 
     async def discover(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
-                       depth: int = 1, trace_id: str | None = None) -> DiscoveryStats:
+                       depth: int = 1, trace_id: str | None = None,
+                       fresh_s: float = 0.0) -> DiscoveryStats:
         """Enqueue the new and the stale links found on ``base``, ``CHUNK_LINKS`` at a
         time: canonical forms and fingerprints cost ~30 us a link, and a 50,000-URL sitemap
-        in one step held the event loop (every request in flight) for over a second."""
+        in one step held the event loop (every request in flight) for over a second.
+        Known item links fetched within ``fresh_s`` are counted ``fresh``: news this page
+        carries too, though another page told it first."""
         stats = DiscoveryStats()
         for i in range(0, len(hrefs), CHUNK_LINKS):
             await self._discover(source, base, hrefs[i:i + CHUNK_LINKS], depth, trace_id,
-                                 stats)
+                                 stats, fresh_s)
         return stats
 
     async def _discover(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
-                        depth: int, trace_id: str | None, stats: DiscoveryStats) -> None:
+                        depth: int, trace_id: str | None, stats: DiscoveryStats,
+                        fresh_s: float) -> None:
         candidates = self._prepare(source, base, hrefs, stats,
                                    rules=await self._rules_of(source))
         if not candidates:
             return
-        verdicts = await self.dedup.check([fp for _, fp, _ in candidates])
+        crawled: dict[str, float] = {}
+        verdicts = await self.dedup.check([fp for _, fp, _ in candidates], crawled)
+        since = time.time() - fresh_s
         fresh, stale = [], []
         for (url, fp, kind), verdict in zip(candidates, verdicts, strict=True):
             task = NewTask(source.id, url, fp, kind, source.priority, depth=depth,
@@ -124,6 +132,8 @@ class Discovery:
                 stale.append(task)
             else:
                 stats.known += 1
+                # (list pages link each other, and those recur: only items are news)
+                stats.fresh += kind == "item" and crawled.get(fp, 0.0) >= since
         queued = await self.frontier.add(fresh)
         stats.queued += queued
         stats.requeued += await self.frontier.add(stale, on_conflict="requeue")

@@ -9,12 +9,15 @@ fingerprint of the last fetch (read from ``url_state`` when the task is claimed;
 list page is not parsed again). Changed: for an item, a different fingerprint; for a list
 page, new links when its new body is discovered (``Ledger.grade_lists``) — a paginated
 list shifts by one on every new item, and only the pages that show new links changed for
-the crawl. A page that changes at a steady rate settles where a share ``p`` of fetches
-find a change with ``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per
-change at that page's own rate, so a page that changes hourly is fetched about every 28
-minutes and one that changes weekly about twice a week (or at ``max_interval``), instead
-of both at the cadence. A fetch whose change cannot be told (no fingerprint of the last
-one) leaves the interval as it is; a list page's first discovery counts as a change.
+the crawl. A link another page found first counts as new if it was fetched within
+``FRESH_CADENCES`` cadences: the sitemap and the front page both show a new item, and
+whichever is read second has not become redundant. A page that changes at a steady rate
+settles where a share ``p`` of fetches find a change with
+``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per change at that
+page's own rate, so a page that changes hourly is fetched about every 28 minutes and one
+that changes weekly about twice a week (or at ``max_interval``), instead of both at the
+cadence. A fetch whose change cannot be told (no fingerprint of the last one) leaves the
+interval as it is; a list page's first discovery counts as a change.
 
 A source's ``recrawl.daily_budget`` caps its re-fetches per UTC day (first fetches of new
 URLs are not counted): a claimed re-fetch past it is given back, due at the next day's
@@ -33,6 +36,7 @@ from stratacrawl.sources import Source
 
 SHRINK = 0.5
 GROW = 1.5
+FRESH_CADENCES = 2.0   # a known link fetched within this many cadences is news on a page
 BUDGET_TTL_S = 2 * 86_400   # a day's counter outlives the day (clocks differ a little)
 
 

@@ -38,6 +38,7 @@ from stratacrawl.cold.url_rules import (
 from stratacrawl.errors import InvalidURL
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
+from stratacrawl.sources import Source
 from stratacrawl.url_equivalence import Rule, mine, state_of
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
@@ -79,6 +80,11 @@ class UrlRules:
         else:
             learned = hit[1]
         return tuple(sorted(set(learned) - set(forbidden)))
+
+    async def of(self, source: Source) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+        """(pinned, learned) rules of the source: those its ``url_rules`` pins, and the
+        learned ones active now that it does not forbid."""
+        return source.url_rules.pinned, await self.active(source.id, source.url_rules.forbidden)
 
     async def _learned(self, source_id: str) -> tuple[Rule, ...]:
         try:

@@ -147,9 +147,9 @@ async def test_a_long_page_is_discovered_in_steps_each_link_queued_once(
     checked: list[int] = []
     check = comps.dedup.check
 
-    async def counting(fps: list[str]):  # type: ignore[no-untyped-def]
+    async def counting(fps: list[str], crawled: dict[str, float] | None = None):  # type: ignore[no-untyped-def]
         checked.append(len(fps))
-        return await check(fps)
+        return await check(fps, crawled)
 
     monkeypatch.setattr(comps.dedup, "check", counting)
     # 11 links, a repeat of item 1 in the second and the third step, two out of scope.
@@ -164,3 +164,19 @@ async def test_a_long_page_is_discovered_in_steps_each_link_queued_once(
             "SELECT url, count(*) FROM tasks WHERE source_id = 's1' GROUP BY url")).fetchall()
     assert {u for u, _ in rows} == {f"http://127.0.0.1:9/item/{i}" for i in range(7)}
     assert all(n == 1 for _, n in rows)
+
+
+async def test_known_items_fetched_lately_are_fresh_news_on_a_page(comps: Components) -> None:
+    """What adaptive re-crawl reads of a list page: item links fetched within ``fresh_s``
+    count as news it carries (another page told of them first); older ones and links to
+    other list pages do not."""
+    comps.dedup.cache_ttl_s = 0
+    links = ["/item/1", "/item/2", "/list/2"]
+    await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", links)
+    now = datetime.now(UTC)
+    await set_crawled(comps, [fp(1)], now - timedelta(seconds=5))
+    await set_crawled(comps, [fp(2)], now - timedelta(hours=2))
+    await set_crawled(comps, [fingerprint("http://127.0.0.1:9/list/2")], now)
+    page = await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", links,
+                                          fresh_s=60)
+    assert (page.queued, page.known, page.fresh) == (0, 3, 1)
