@@ -21,12 +21,12 @@ from selectolax.lexbor import LexborHTMLParser
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.cold.staging import COLUMNS, TYPES, ensure_partitions, make_row
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, parse_sources
-from stratacrawl.staging.rows import COLUMNS, TYPES, ensure_partitions, make_row
 
 
 def _pages(spec: SourceSpec, n: int) -> list[tuple[str, bytes]]:

@@ -29,10 +29,10 @@ from bench.figure import Figure
 from bench.load import aiohttp_ceiling
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
+from stratacrawl.cold.staging import COLUMNS, TYPES, StagedFetch, ensure_partitions, make_row
+from stratacrawl.cold.tasks import NewTask, TaskState
 from stratacrawl.crawl import CrawlReport, crawl, spool_for
-from stratacrawl.frontier.tasks import NewTask, TaskState
 from stratacrawl.loadtest.processes import ChildProcess
-from stratacrawl.staging.rows import COLUMNS, TYPES, StagedFetch, ensure_partitions, make_row
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.tuning import tune_crawl_process
 

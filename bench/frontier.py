@@ -20,7 +20,7 @@ import uvloop
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime, rss_mb
-from stratacrawl.frontier.tasks import NewTask
+from stratacrawl.cold.tasks import NewTask
 
 SOURCES = 50
 CLAIMERS = 4
@@ -36,10 +36,10 @@ def _tasks(start: int, n: int) -> list[NewTask]:
 
 
 def _claimer(db_url: str, redis_url: str, direct: bool, seconds: float, q: Any) -> None:
+    from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
     from stratacrawl.frontier.hot_queue import HotQueue
-    from stratacrawl.frontier.ledger import Ledger
 
     async def main() -> list[int]:
         import redis.asyncio as aioredis

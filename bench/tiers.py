@@ -22,8 +22,9 @@ from elasticsearch.helpers import async_bulk
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
+from stratacrawl.cold.url_state import unsynced
 from stratacrawl.components import Components
-from stratacrawl.tiers.demotion import SELECT_UNSYNCED, demote, warm_docs
+from stratacrawl.tiers.demotion import demote, warm_docs
 from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import sink_warm
 from stratacrawl.urls import fingerprint
@@ -43,8 +44,7 @@ async def _measure(n: int) -> dict[str, float]:
                     await copy.write_row((fingerprint(url), f"s{i % 20}", url, crawled, 200,
                                           f"c{i}", f"Title {i}", crawled))
             # baseline: the same documents by a plain bulk index into a scratch prefix
-            async with c.pool.connection() as conn:
-                rows = await (await conn.execute(SELECT_UNSYNCED, (n,))).fetchall()
+            rows = await unsynced(c.pool, n)
             scratch = rt.layout.__class__(prefix=rt.layout.prefix + "scratch_")
             docs = [d for row in rows for d in warm_docs(scratch, row)]
             t0 = time.monotonic()

@@ -19,8 +19,8 @@ import uvloop
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
+from stratacrawl.cold.records import NUMBER_RE
 from stratacrawl.sources import parse_sources
-from stratacrawl.validate.checks import NUMBER_RE
 from stratacrawl.validate.project import open_project, write_source
 from stratacrawl.validate.runner import Validator
 

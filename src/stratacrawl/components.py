@@ -11,13 +11,14 @@ from datetime import timedelta
 from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool
+from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
 from stratacrawl.frontier.dedup import Dedup
 from stratacrawl.frontier.discovery import Discovery
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
-from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot.client import HotRedis, check_kind
@@ -70,8 +71,5 @@ async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectio
     recovery flow rebuilds it and marks it ready, and dedup goes the exact way until then."""
     if await bloom.is_ready() or await bloom.exists():
         return
-    async with pool.connection() as conn:
-        cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM url_state)")
-        row = await cur.fetchone()
-    if row and not row[0]:
+    if await knows_no_url(pool):
         await bloom.mark_ready()

@@ -20,17 +20,18 @@ from typing import Any
 
 import zstandard
 
+from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool
+from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
+from stratacrawl.cold.staging import claim_undiscovered, has_undiscovered, mark_discovered
+from stratacrawl.cold.tasks import NewTask
 from stratacrawl.components import Components
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.worker import FetchWorker, SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.frontier.ledger import Ledger
 from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.recrawl import FRESH_CADENCES, GROW, SHRINK
-from stratacrawl.frontier.runs import BEAT_S, DEAD_AFTER, Runs, new_run_id
-from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.web import serve as serve_metrics
@@ -243,11 +244,7 @@ async def discover_staged(comps: Components, sources: SourcesFile,
     decompress = zstandard.ZstdDecompressor()
     grades: list[tuple[int, bool, float, float]] = []  # adaptive re-crawl of the list pages
     async with comps.pool.connection() as conn, conn.transaction():
-        cur = await conn.execute(
-            "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id "
-            "FROM staging WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
-            "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
-        rows = await cur.fetchall()
+        rows = await claim_undiscovered(conn, limit)
         for _at, _id, source_id, url, final_url, ctype, body, task_id in rows:
             if source_id not in sources.ids or body is None:
                 continue
@@ -259,26 +256,15 @@ async def discover_staged(comps: Components, sources: SourcesFile,
             stats.merge(page)
             if source.recrawl.adaptive:
                 grades.append((task_id, page.queued + page.requeued + page.fresh > 0,
-                               source.cadence_td.total_seconds(),
-                               source.max_interval_td.total_seconds()))
-        if rows:
-            await conn.execute(
-                "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
-                "(SELECT unnest(%s::timestamptz[]), unnest(%s::bigint[]))",
-                ([r[0] for r in rows], [r[1] for r in rows]))
+                               floor, source.max_interval_td.total_seconds()))
+        await mark_discovered(conn, rows)
     await comps.ledger.grade_lists(grades, SHRINK, GROW)
     return stats
 
 
 async def undiscovered_pages(comps: Components, sources: SourcesFile) -> bool:
     """Whether staged seed/list/sitemap pages of these sources still wait for discovery."""
-    async with comps.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
-            "AND kind IN ('seed', 'list', 'sitemap') AND source_id = ANY(%s))",
-            (list(sources.ids),))
-        row = await cur.fetchone()
-        return bool(row and row[0])
+    return await has_undiscovered(comps.pool, sources.ids)
 
 
 async def mine_url_rules(comps: Components, sources: SourcesFile, *,

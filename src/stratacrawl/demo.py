@@ -11,6 +11,8 @@ from datetime import timedelta
 import yaml
 
 from stratacrawl.clean.cleaner import clean_staged
+from stratacrawl.cold.records import record_counts
+from stratacrawl.cold.staging import staged_counts
 from stratacrawl.cold.url_rules import load_rules
 from stratacrawl.crawl import crawl
 from stratacrawl.inventory import take_inventory
@@ -49,11 +51,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                      f"{report.discovery.queued} URLs discovered; dropped links: "
                      + (", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common(5))
                         or "none")]
-            async with comps.pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT source_id, count(*) FILTER (WHERE clean_state = 'new'), count(*) "
-                    "FROM staging GROUP BY 1 ORDER BY 1")
-                staged = {s: (items, total) for s, items, total in await cur.fetchall()}
+            staged = await staged_counts(comps.pool)
             for spec in specs:
                 items, total = staged.get(spec.id, (0, 0))
                 lines.append(f"  {spec.id:<12} {total:>4} pages staged, {items:>4} item pages; "
@@ -62,9 +60,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
             c = cleaned.stats
             lines.append(f"cleaning: {c.pages} pages → {c.inserted} records in {c.seconds:.1f} s; "
                          f"format errors {c.format_errors}")
-            async with comps.pool.connection() as conn:
-                cur = await conn.execute("SELECT source_id, count(*) FROM records GROUP BY 1")
-                records = dict(await cur.fetchall())
+            records = await record_counts(comps.pool)
             for sid, st in sorted(c.sources.items()):
                 per_record = staged.get(sid, (0, 0))[0] / max(records.get(sid, 0), 1)
                 lines.append(f"  {sid:<12} {st.pages:>4} pages, {records.get(sid, 0):>4} "

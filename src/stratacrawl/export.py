@@ -18,6 +18,7 @@ from typing import IO, Any, Literal
 
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.records import export_rows
 from stratacrawl.errors import ConfigError
 
 Format = Literal["csv", "parquet", "jsonl"]
@@ -27,13 +28,8 @@ CHUNK = 5000
 
 async def _chunks(pool: AsyncConnectionPool, source_id: str, since: date,
                   until: date | None, skip: list[date]) -> AsyncIterator[list[dict[str, Any]]]:
-    async with pool.connection() as conn, conn.transaction(), conn.cursor(name="export") as cur:
-        await cur.execute(
-            "SELECT source_id, canonical_url, crawled_at, day, fingerprint, fields FROM records "
-            "WHERE source_id = %s AND day >= %s AND (%s::date IS NULL OR day <= %s) "
-            "AND day <> ALL(%s::date[]) ORDER BY day, crawled_at",
-            (source_id, since, until, until, skip))
-        while rows := await cur.fetchmany(CHUNK):
+    async with export_rows(pool, source_id, since, until, skip, CHUNK) as chunks:
+        async for rows in chunks:
             yield [{"source": s, "url": u, "crawled_at": c.isoformat().replace("+00:00", "Z"),
                     "day": d.isoformat(), "fingerprint": f, "fields": fields}
                    for s, u, c, d, f, fields in rows]

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
-from stratacrawl.cold.db import libpq_url
+from stratacrawl.cold.db import row_counts
 from stratacrawl.hot.client import key_count, used_memory_bytes
 from stratacrawl.runtime import Runtime
 
@@ -41,10 +39,5 @@ async def take_inventory(rt: Runtime) -> Inventory:
             stats = await es.cat.indices(index=pattern, format="json")
             rows: list[dict[str, Any]] = stats.body if isinstance(stats.body, list) else []
             warm[family] = sum(int(row.get("docs.count") or 0) for row in rows)
-    cold: dict[str, int] = {}
-    async with await psycopg.AsyncConnection.connect(libpq_url(rt.database_url)) as conn:
-        for table in COLD_TABLES:
-            cur = await conn.execute(f"SELECT count(*) FROM {table}")
-            row = await cur.fetchone()
-            cold[table] = int(row[0]) if row else 0
+    cold = await row_counts(rt.database_url, COLD_TABLES)
     return Inventory(keys, used, warm, cold)

@@ -7,10 +7,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import psycopg
 import redis
 
-from stratacrawl.cold.db import libpq_url, with_database
+from stratacrawl.cold.db import libpq_url, recreate_database, with_database
 from stratacrawl.runtime import Runtime
 from stratacrawl.services.cluster import EmbeddedRedisCluster
 from stratacrawl.services.resolve import Endpoints, Services
@@ -28,9 +27,7 @@ def scratch_runtime(name: str, redis_db: int, redis_cluster: int = 0,
     base = Settings()
     with Services(base) as ep, contextlib.ExitStack() as stack:
         admin = libpq_url(ep.database_url)
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{db_name}"')
+        recreate_database(admin, db_name)
         if redis_cluster:
             cluster = EmbeddedRedisCluster(base.state_path / "redis-cluster" / name,
                                            nodes=redis_cluster)

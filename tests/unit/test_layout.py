@@ -1,9 +1,12 @@
-"""The layout rules a newcomer relies on, enforced: every Redis key is spelled in one
-module (``hot/keys.py``), and the core never imports Prefect."""
+"""The layout rules a newcomer relies on, enforced: every SQL statement lives in
+``stratacrawl/cold/`` and every Redis key is spelled in one module (``hot/keys.py``) — a
+schema change is a change in one place, not a hunt —, the core never imports Prefect, and
+its packages import each other without cycles."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,32 @@ def test_redis_keys_are_spelled_only_in_hot_keys() -> None:
                 if text.startswith("sc:"):
                     found.append(f"{path.relative_to(ROOT)}:{line}: {text!r}")
     assert found == [], "Redis key literals outside hot/keys.py:\n" + "\n".join(found)
+
+
+SQL = re.compile(r"^\s*\(?\s*(SELECT|INSERT INTO|UPDATE \w+ (\w+ )?SET|DELETE FROM|"
+                 r"WITH( RECURSIVE)? \w+ AS|CREATE (TEMP |UNIQUE )?(TABLE|INDEX|DATABASE)|"
+                 r"ALTER TABLE|DROP (TABLE|INDEX|DATABASE)|TRUNCATE|COPY \w+)\b")
+
+
+def test_sql_lives_only_in_cold() -> None:
+    cold = ROOT / "src" / "stratacrawl" / "cold"
+    found = []
+    for path in _python_files():
+        if cold in path.parents or path.parts[-2] == "bench" or ROOT / "bench" in path.parents:
+            continue   # benchmarks set up their own scratch data
+        tree = ast.parse(path.read_text(), str(path))
+        found += [f"{path.relative_to(ROOT)}:{line}: {text[:60]!r}"
+                  for line, text in _string_parts(tree) if SQL.search(text)]
+    assert found == [], "SQL outside stratacrawl/cold/:\n" + "\n".join(found)
+
+
+def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:
+    for text in ("SELECT 1", "INSERT INTO tasks (a) VALUES (1)", "UPDATE tasks t SET x = 1",
+                 "WITH RECURSIVE s AS (", "DELETE FROM records", "CREATE TEMP TABLE x (",
+                 "COPY staging FROM STDIN", "DROP TABLE x", "  SELECT d, sum(created)"):
+        assert SQL.search(text), text
+    for text in ("select a colour", "Updated 3 rows", "WITH the cadence", "Select a source"):
+        assert not SQL.search(text), text
 
 
 def test_the_core_never_imports_prefect() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from stratacrawl.cold.records import asset_query
 from stratacrawl.settings import Settings
 from stratacrawl.sources import parse_sources
 from stratacrawl.validate import datadocs
-from stratacrawl.validate.checks import asset_query
 from stratacrawl.validate.project import open_project, write_source
 from stratacrawl.validate.suites import CHECKS, default_expectations
 
@@ -40,7 +40,8 @@ def test_default_suite_covers_every_family() -> None:
 
 
 def test_asset_query_types_the_fields_and_quotes_names() -> None:
-    sql = asset_query(parse_sources(DOC).sources[0])
+    source = parse_sources(DOC).sources[0]
+    sql = asset_query(source.id, source.field_types)
     assert "FROM records WHERE source_id = 'shop'" in sql
     assert "NULLIF(btrim(fields->>'name'), '') AS \"name\"" in sql
     assert "::float8 END AS \"price__number\"" in sql

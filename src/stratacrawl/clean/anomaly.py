@@ -13,6 +13,7 @@ from datetime import timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.alerts import raise_alert
+from stratacrawl.cold.staging import format_error_counts
 
 FORMAT_ANOMALY = "format_anomaly"
 
@@ -41,18 +42,7 @@ class FormatRates:
 async def format_rates(pool: AsyncConnectionPool, source_ids: list[str],
                        window: timedelta = timedelta(hours=1)) -> list[FormatRates]:
     """Cleaned item pages and format errors per source, recent window vs the day before."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT source_id, "
-            "  count(*) FILTER (WHERE fetched_at >= now() - %(w)s), "
-            "  count(*) FILTER (WHERE fetched_at >= now() - %(w)s AND clean_state = 'format_error'), "
-            "  count(*) FILTER (WHERE fetched_at < now() - %(w)s), "
-            "  count(*) FILTER (WHERE fetched_at < now() - %(w)s AND clean_state = 'format_error') "
-            "FROM staging WHERE source_id = ANY(%(ids)s) AND kind = 'item' "
-            "AND clean_state IN ('cleaned', 'format_error') "
-            "AND fetched_at >= now() - %(w)s - interval '24 hours' GROUP BY source_id",
-            {"w": window, "ids": source_ids})
-        return [FormatRates(*row) for row in await cur.fetchall()]
+    return [FormatRates(*row) for row in await format_error_counts(pool, source_ids, window)]
 
 
 async def check_format_anomalies(pool: AsyncConnectionPool, source_ids: list[str]) -> list[str]:

@@ -30,7 +30,14 @@ from psycopg_pool import AsyncConnectionPool
 from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.coerce import take_unknown_timezones
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
-from stratacrawl.clean.records import Record, UpsertResult, record_fingerprint, upsert
+from stratacrawl.clean.records import record_fingerprint
+from stratacrawl.cold.records import Record, UpsertResult, upsert
+from stratacrawl.cold.staging import (
+    claim_for_cleaning,
+    clean_states,
+    mark_cleaned,
+    requeue_for_cleaning,
+)
 from stratacrawl.errors import FormatError, InvalidURL
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
@@ -130,24 +137,14 @@ class Cleaner:
         stats = CleanStats()
         ids = source_ids or self.sources.ids
         async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT fetched_at, id, source_id, task_id, url, final_url, content_type, body, "
-                "trace_id, cleaned_at IS NOT NULL FROM staging "
-                "WHERE clean_state = 'new' AND source_id = ANY(%s) "
-                "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (ids, self.batch_size))
-            claimed = [_Claimed(*row) for row in await cur.fetchall()]
+            claimed = [_Claimed(*row) for row in await claim_for_cleaning(conn, ids,
+                                                                           self.batch_size)]
             if not claimed:
                 return stats
             records, outcomes = await self._clean(claimed, stats)
             result: UpsertResult = await upsert(
                 conn, records, [c.id for c in claimed if c.cleaned_before])
-            await conn.execute(
-                "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now() "
-                "FROM (SELECT unnest(%s::timestamptz[]) AS fa, unnest(%s::bigint[]) AS id, "
-                "unnest(%s::text[]) AS state, unnest(%s::text[]) AS err) u "
-                "WHERE s.fetched_at = u.fa AND s.id = u.id",
-                ([c.fetched_at for c in claimed], [c.id for c in claimed],
-                 [o[0] for o in outcomes], [o[1] for o in outcomes]))
+            await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
         stats.pages = len(claimed)
         stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,
                                                          result.replaced)
@@ -241,13 +238,7 @@ class Cleaner:
     async def reclean(self, source_id: str, day: date) -> int:
         """Put a source-day's item pages back in the queue (after a rule fix); returns how many.
         The next run re-extracts them and replaces what they produced before."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE staging SET clean_state = 'new', clean_error = NULL "
-                "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
-                "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error')",
-                (source_id, day, day))
-            return cur.rowcount
+        return await requeue_for_cleaning(self.pool, source_id, day)
 
 
 
@@ -256,20 +247,6 @@ class CleanReport:
     stats: CleanStats
     anomalies: list[str]                        # sources whose format errors jumped
     states: dict[str, dict[str, int]]           # per source: item pages by clean state (24 h)
-
-
-async def clean_states(pool: AsyncConnectionPool, source_ids: list[str]) -> dict[str, dict[str, int]]:
-    """Item pages fetched in the last 24 hours per source and clean state (format errors
-    counted per source, as the issue of a redesign is read)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT source_id, clean_state, count(*) FROM staging WHERE kind = 'item' "
-            "AND source_id = ANY(%s) AND fetched_at >= now() - interval '24 hours' "
-            "GROUP BY 1, 2 ORDER BY 1, 2", (source_ids,))
-        out: dict[str, dict[str, int]] = {}
-        for sid, state, n in await cur.fetchall():
-            out.setdefault(sid, {})[state] = n
-        return out
 
 
 async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
@@ -117,3 +119,37 @@ def current_revision(url: str) -> str | None:
             return c.execute(text("SELECT version_num FROM alembic_version")).scalar()
     finally:
         eng.dispose()
+
+
+def ensure_database(admin_url: str, name: str) -> str:
+    """The URL of database ``name`` on the server of ``admin_url``, created if missing."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+                conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(admin_url, name)
+
+
+async def row_counts(url: str, tables: Sequence[str]) -> dict[str, int]:
+    """Rows of each of these tables (exact counts: for inventories, not for hot paths)."""
+    import psycopg
+
+    out: dict[str, int] = {}
+    async with await psycopg.AsyncConnection.connect(libpq_url(url)) as conn:
+        for table in tables:
+            row = await (await conn.execute(f"SELECT count(*) FROM {table}")).fetchone()
+            out[table] = int(row[0]) if row else 0
+    return out
+
+
+def recreate_database(admin_url: str, name: str) -> str:
+    """Database ``name`` dropped (with any sessions on it) and made anew; its URL."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(admin_url, name)

@@ -18,3 +18,10 @@ def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
     return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
                                name=name, timeout=10.0,
                                kwargs={"autocommit": True, "options": "-c TimeZone=UTC"})
+
+
+async def ping(pool: AsyncConnectionPool, wait_s: float) -> None:
+    """One round trip to PostgreSQL through the pool, waiting at most ``wait_s`` for a
+    connection (raises when it does not answer)."""
+    async with pool.connection(timeout=wait_s) as conn:
+        await conn.execute("SELECT 1")

@@ -67,3 +67,12 @@ async def day_verdicts(pool: AsyncConnectionPool, source_id: str, since: date,
         " ".join(p for p in (c.get("check"), c.get("column")) if p)
         for c in results or [] if not c.get("success") and c.get("status") != "learning"],
         docs) for day, success, results, docs in rows}
+
+
+async def latest_per_source(pool: AsyncConnectionPool) -> dict[str, tuple[bool, str, str | None]]:
+    """Each source's newest validation: (passed, day, its Data Docs page)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (source_id) source_id, success, day::text, data_docs "
+            "FROM validation_results ORDER BY source_id, run_at DESC")
+        return {sid: (ok, day, docs) for sid, ok, day, docs in await cur.fetchall()}

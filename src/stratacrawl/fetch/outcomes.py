@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from stratacrawl.cold.tasks import LISTS, ClaimedTask, Outcome, TaskState
 from stratacrawl.fetch.classify import Kind
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.frontier.frontier import LEVEL2_DELAY
 from stratacrawl.frontier.recrawl import changed, next_interval, recurs
-from stratacrawl.frontier.tasks import LISTS, ClaimedTask, Outcome, TaskState
 from stratacrawl.sources import Source
 
 MAX_ATTEMPTS = 5

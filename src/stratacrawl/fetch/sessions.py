@@ -14,6 +14,7 @@ import json
 import httpx
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.sessions import save_sessions, unexpired_sessions
 from stratacrawl.fetch.fetcher import SourceClient
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
@@ -69,25 +70,14 @@ class Sessions:
         self.clients.clear()
         if rows:
             with contextlib.suppress(Exception):
-                async with self.pool.connection() as conn:
-                    await conn.cursor().executemany(
-                        "INSERT INTO sessions (source_id, session_id, cookies, expires_at) VALUES "
-                        "(%s, %s, %s::jsonb, now() + interval '1 hour') ON CONFLICT (source_id, "
-                        "session_id) DO UPDATE SET cookies = EXCLUDED.cookies, last_used_at = "
-                        "now(), expires_at = EXCLUDED.expires_at, closed_at = now()", rows)
+                await save_sessions(self.pool, rows)
 
 
 async def restore_sessions(redis: HotRedis, pool: AsyncConnectionPool) -> int:
     """The newest unexpired session of each source back into hot (unless one is there)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT DISTINCT ON (source_id) source_id, cookies::text, "
-            "extract(epoch FROM expires_at - now()) FROM sessions "
-            "WHERE expires_at > now() ORDER BY source_id, last_used_at DESC")
-        rows = await cur.fetchall()
     restored = 0
-    for source_id, cookies, ttl in rows:
-        ttl_s = int(min(max(float(ttl), 1.0), SESSION_TTL_S))
+    for source_id, cookies, ttl in await unexpired_sessions(pool):
+        ttl_s = int(min(max(ttl, 1.0), SESSION_TTL_S))
         if await redis.set(hot_keys.cookies(source_id), cookies, ex=ttl_s, nx=True):
             restored += 1
     return restored

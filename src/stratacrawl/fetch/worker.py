@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from stratacrawl.cold.staging import StagedFetch, make_row
+from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.components import Components
 from stratacrawl.errors import InvalidURL
@@ -32,11 +34,9 @@ from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.frontier.links import canonical_link
 from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
 from stratacrawl.frontier.scheduler import Heartbeat
-from stratacrawl.frontier.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
-from stratacrawl.staging.rows import StagedFetch, make_row
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve

@@ -23,6 +23,7 @@ from enum import StrEnum
 from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.url_state import last_crawled
 from stratacrawl.frontier.bloom import BloomFilter
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.warm.indices import IndexLayout
@@ -214,9 +215,4 @@ class Dedup:
         return out
 
     async def _cold(self, fps: list[str]) -> dict[str, float | None]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
-                "WHERE url_hash = ANY(%s)", (fps,))
-            rows = await cur.fetchall()
-        return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
+        return await last_crawled(self.pool, fps)

@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from stratacrawl.cold.tasks import URGENT, NewTask
 from stratacrawl.errors import InvalidURL
 from stratacrawl.frontier.dedup import Dedup, Seen
 from stratacrawl.frontier.frontier import Frontier
-from stratacrawl.frontier.tasks import URGENT, NewTask
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
 from stratacrawl.url_equivalence import Rule, rewrite

@@ -22,9 +22,9 @@ from typing import Literal
 
 from psycopg import AsyncConnection
 
+from stratacrawl.cold.ledger import Ledger, ReadyCursor
+from stratacrawl.cold.tasks import Batch, NewTask, Outcome
 from stratacrawl.frontier.hot_queue import HotQueue
-from stratacrawl.frontier.ledger import Ledger, ReadyCursor
-from stratacrawl.frontier.tasks import Batch, NewTask, Outcome
 
 LEVEL2_DELAY = timedelta(minutes=15)
 MAX_POPS = 20  # per claim: enough to skip a window's worth of stale ids
@@ -170,7 +170,7 @@ class Frontier:
     async def reclaim(self, ledger: Ledger | None = None,
                       dead_after: timedelta | None = None) -> int:
         """Expired leases back to PENDING (ledger), and out of the hot lease sets; with
-        ``dead_after`` also the leases of dead runs (:mod:`stratacrawl.frontier.runs`).
+        ``dead_after`` also the leases of dead runs (:mod:`stratacrawl.cold.runs`).
         ``ledger``: one on a pool of its own (lease upkeep must not queue behind batches)."""
         reclaimed = await (ledger or self.ledger).reclaim_expired(dead_after)
         for source_id in {s for s, _ in reclaimed}:

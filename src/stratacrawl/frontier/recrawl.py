@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from stratacrawl.frontier.tasks import LISTS
+from stratacrawl.cold.tasks import LISTS
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.sources import Source

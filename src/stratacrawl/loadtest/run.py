@@ -23,8 +23,9 @@ import httpx
 import psycopg
 import yaml
 
+from stratacrawl.cold import run_audit as audit
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.frontier.runs import worker_of
+from stratacrawl.cold.runs import worker_of
 from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
@@ -128,18 +129,8 @@ def _db(rt: Runtime) -> psycopg.Connection[Any]:
     return psycopg.connect(libpq_url(rt.database_url), autocommit=True)
 
 
-def _one(conn: psycopg.Connection[Any], sql: str, *args: Any) -> Any:
-    row = conn.execute(sql, args or None).fetchone()
-    return row[0] if row else None
-
-
 def _sample_tiers(conn: psycopg.Connection[Any]) -> tuple[int, int, int, int]:
-    backlog = _one(conn, "SELECT count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT', "
-                         "'LEASED', 'FETCHING')")
-    staged = _one(conn, "SELECT count(*) FROM staging")
-    uncleaned = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
-    records = _one(conn, "SELECT count(*) FROM records")
-    return int(backlog), int(staged), int(uncleaned), int(records)
+    return audit.tier_fill(conn)
 
 
 def _sim_arrivals(sim: SimulatorProcess, into: dict[str, dict[int, int]],
@@ -289,10 +280,7 @@ def _usage(usage: Usage) -> dict[str, float]:
 
 
 def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:
-    leased = [int(r[0]) for r in conn.execute(
-        "SELECT id FROM tasks WHERE split_part(lease_owner, '~', 1) = %s "
-        "AND state IN ('LEASED', 'FETCHING')",
-        (worker.name,)).fetchall()]
+    leased = audit.leased_by(conn, worker.name)
     worker.kill()
     log.info("loadtest: killed %s at %.0f s holding %d leased tasks", worker.name, at,
              len(leased))
@@ -302,12 +290,12 @@ def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dic
 def _drain(conn: psycopg.Connection[Any], clean: ChildProcess, limit_s: float) -> dict[str, Any]:
     """After fetching stops: how long cleaning takes to catch up (bounded by ``limit_s``)."""
     t0 = time.monotonic()
-    start = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
+    start = audit.uncleaned(conn)
     left = start
     while left and time.monotonic() - t0 < limit_s and clean.alive:
         time.sleep(2)
         clean.sample()
-        left = _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
+        left = audit.uncleaned(conn)
     return {"backlog_at_end": int(start), "left": int(left),
             "drain_s": round(time.monotonic() - t0, 1) if not left else None}
 
@@ -324,8 +312,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         overall.merge(h)
         landed = int(f.get("landed") or (w.latest().get("landed", 0)))
         if w.killed:  # its last progress line predates flushes it committed before the kill
-            landed = max(landed, int(_one(
-                conn, "SELECT count(*) FROM staging WHERE worker = %s", w.name)))
+            landed = max(landed, audit.staged(conn, w.name))
         w_fetched = int(f.get("fetched") or w.latest().get("fetched", 0))
         w_ok = int(f.get("ok", 0)) + int(f.get("not_modified", 0))
         reasons.update(f.get("reasons") or {})
@@ -344,9 +331,8 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
     for p in (*workers, clean):
         result.processes[p.name] = _usage(p.usage)
     injected = sum(n for r, n in reasons.items() if r in INJECTED)
-    staged_in_run = _one(conn, "SELECT count(*) FROM staging")
-    dup = _one(conn, "SELECT count(*) FROM (SELECT task_id FROM staging WHERE kind = 'item' "
-                     "AND status IN (200, 304) GROUP BY task_id HAVING count(*) > 1) d")
+    staged_in_run = audit.staged(conn)
+    dup = audit.staged_twice(conn)
     rates = {e["id"]: float(e["rate"]) for e in yaml.safe_load(sources.read_text())["sources"]}
     # A second holds at most ``rate`` turns (turns are >= 1/rate apart); one more is allowed
     # for a request whose turn was at the end of the previous second and that arrived late.
@@ -362,19 +348,13 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
     killed = result.killed
     if killed:
         ids = killed["leased"]
-        # One join (a single pass over staging, which has no task index): per-task EXISTS
-        # subqueries scanned staging once per task — minutes after a 10-minute run.
-        rows = conn.execute(
-            "SELECT t.state, t.lease_owner, COALESCE(bool_or(s.worker <> %s), false), "
-            "count(s.task_id) > 0 FROM tasks t LEFT JOIN staging s ON s.task_id = t.id "
-            "WHERE t.id = ANY(%s) GROUP BY t.id, t.state, t.lease_owner",
-            (killed["worker"], ids)).fetchall()
+        rows = audit.fates(conn, ids, killed["worker"])
         leased, queued = ("LEASED", "FETCHING"), ("PENDING", "RETRY_WAIT")
         fates: Counter[str] = Counter()
         for state, owner, other, staged in rows:
             if other:
                 fates["refetched_by_others"] += 1
-            elif state in queued or (state in leased and worker_of(owner) != killed["worker"]):
+            elif state in queued or (state in leased and worker_of(owner or "") != killed["worker"]):
                 fates["still_queued"] += 1   # or leased to a living worker, not yet fetched
             elif state in leased:
                 fates["held_by_dead_worker"] += 1
@@ -407,7 +387,7 @@ def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         "loadtest_peak_rate_ratio": round(peak, 3),
         "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
         "pages_landed": total_landed, "staging_rows": int(staged_in_run),
-        "records": int(_one(conn, "SELECT count(*) FROM records")),
+        "records": audit.records(conn),
         "staging_backlog_at_end": drain["backlog_at_end"], "cleaning_left": drain["left"],
         "cleaning_drain_s": drain["drain_s"],
         "max_uncleaned": max((s.uncleaned for s in result.samples), default=0),

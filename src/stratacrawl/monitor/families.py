@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stratacrawl.cold import monitoring as q
 from stratacrawl.components import Components
 from stratacrawl.frontier.hot_queue import ready_key
 from stratacrawl.monitor.live import LiveMetrics, Window
@@ -57,38 +58,15 @@ async def collect(comps: Components, source_ids: list[str],
         m.baseline = await live.window(sid, BASELINE_MIN, end_offset=WINDOW_MIN, now=now)
         m.hot_backlog = int(await comps.redis.zcard(ready_key(sid)))
     async with comps.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT source_id, count(*), count(*) FILTER (WHERE due_at <= now()), "
-            "COALESCE(extract(epoch FROM now() - min(due_at) FILTER (WHERE due_at <= now())), 0) "
-            "FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT') AND source_id = ANY(%s) "
-            "GROUP BY 1", (source_ids,))
-        for sid, backlog, due, lag in await cur.fetchall():
+        for sid, backlog, due, lag in await q.ledger_backlog(conn, source_ids):
             m = out[sid]
-            m.ledger_backlog, m.due_tasks, m.lag_s = int(backlog), int(due), float(lag)
-        cur = await conn.execute(
-            "SELECT source_id, extract(epoch FROM max(fetched_at)) FROM staging "
-            "WHERE source_id = ANY(%s) AND status BETWEEN 200 AND 399 "
-            "AND fetched_at > now() - interval '1 day' GROUP BY 1", (source_ids,))
-        for sid, last in await cur.fetchall():
-            out[sid].last_success_at = float(last) if last is not None else None
-        cur = await conn.execute(
-            "SELECT source_id, count(*) FROM staging WHERE source_id = ANY(%s) "
-            "AND fetched_at > now() - %s * interval '1 minute' GROUP BY 1",
-            (source_ids, WINDOW_MIN))
-        for sid, n in await cur.fetchall():
-            out[sid].staged_per_min = int(n) / WINDOW_MIN
-        cur = await conn.execute(
-            "SELECT r.source_id, count(*) FILTER (WHERE r.created_at > now() - %s * interval "
-            "'1 minute'), percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM "
-            "r.created_at - t.created_at)), percentile_cont(0.99) WITHIN GROUP (ORDER BY "
-            "extract(epoch FROM r.created_at - t.created_at)) FROM records r "
-            "JOIN tasks t ON t.id = r.task_id WHERE r.source_id = ANY(%s) "
-            "AND r.day >= (now() - interval '1 hour')::date "
-            "AND r.created_at > now() - interval '1 hour' GROUP BY 1",
-            (WINDOW_MIN, source_ids))
-        for sid, recent, p50, p99 in await cur.fetchall():
+            m.ledger_backlog, m.due_tasks, m.lag_s = backlog, due, lag
+        for sid, last in await q.last_success(conn, source_ids):
+            out[sid].last_success_at = last
+        for sid, n in await q.staged_recently(conn, source_ids, WINDOW_MIN):
+            out[sid].staged_per_min = n / WINDOW_MIN
+        for sid, recent, p50, p99 in await q.record_completion(conn, source_ids, WINDOW_MIN):
             m = out[sid]
-            m.records_per_min = int(recent) / WINDOW_MIN
-            m.completion_p50_s = float(p50) if p50 is not None else None
-            m.completion_p99_s = float(p99) if p99 is not None else None
+            m.records_per_min = recent / WINDOW_MIN
+            m.completion_p50_s, m.completion_p99_s = p50, p99
     return out

@@ -25,6 +25,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from stratacrawl.cold.alerts import Alert, open_alerts
 from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validation_strip
+from stratacrawl.cold.validation_results import latest_per_source
 from stratacrawl.components import Components
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.charts import charts_html
@@ -131,11 +132,7 @@ class OpsApp:
         return {sid: (rate, *throttled.get(sid, (rate, 0.0))) for sid, rate in configured.items()}
 
     async def _validations(self) -> dict[str, tuple[bool, str, str | None]]:
-        async with self.comps.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT DISTINCT ON (source_id) source_id, success, day::text, data_docs "
-                "FROM validation_results ORDER BY source_id, run_at DESC")
-            return {sid: (ok, day, docs) for sid, ok, day, docs in await cur.fetchall()}
+        return await latest_per_source(self.comps.pool)
 
     async def _charts(self, request: web.Request, source_id: str | None, now: float) -> str:
         """The charts block of a page, over ``?hours=`` (default 24), with the window links.

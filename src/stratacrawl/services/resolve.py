@@ -7,7 +7,7 @@ import fcntl
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from stratacrawl.cold.db import with_database
+from stratacrawl.cold.db import ensure_database
 from stratacrawl.errors import ServiceError
 from stratacrawl.redact import redact
 from stratacrawl.services.embedded import EMBEDDED, Registry, Running
@@ -29,17 +29,6 @@ class Endpoints:
     def url(self, tier: str) -> str:
         return {"redis": self.redis_url, "elasticsearch": self.elasticsearch_url,
                 "postgres": self.database_url}[tier]
-
-
-def _ensure_database(admin_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):
-                conn.execute(f'CREATE DATABASE "{name}"')
-    return with_database(admin_url, name)
 
 
 class Services:
@@ -83,7 +72,7 @@ class Services:
                         self.started.append(tier)
                     url = running.url
                     if tier == "postgres":
-                        url = _ensure_database(url, EMBEDDED_DATABASE)
+                        url = ensure_database(url, EMBEDDED_DATABASE)
                     embedded.add(tier)
                 urls[tier] = url or ""
         except BaseException:

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.frontier.ledger import Ledger
-from stratacrawl.staging.rows import ensure_partitions, land
+from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.staging import ensure_partitions, land
 from stratacrawl.staging.spool import Spool
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import zstandard
 
-from stratacrawl.staging.rows import StagedFetch
+from stratacrawl.cold.staging import StagedFetch
 
 FORMAT = 1
 

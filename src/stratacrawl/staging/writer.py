@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.pool import ping
+from stratacrawl.cold.staging import COLUMNS, StagedFetch, ensure_partitions, land
+from stratacrawl.cold.tasks import LISTS
 from stratacrawl.frontier.frontier import Frontier
-from stratacrawl.frontier.ledger import Ledger
-from stratacrawl.frontier.tasks import LISTS
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.staging.rows import COLUMNS, StagedFetch, ensure_partitions, land
 from stratacrawl.staging.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,7 @@ class StagingWriter:
         if not self.degraded:
             return True
         try:
-            async with self.pool.connection(timeout=2) as conn:
-                await conn.execute("SELECT 1")
+            await ping(self.pool, wait_s=2)
         except DB_DOWN:
             return False
         self.degraded = False

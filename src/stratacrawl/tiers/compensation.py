@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
+from stratacrawl.cold.runs import DEAD_AFTER
 from stratacrawl.components import Components
 from stratacrawl.frontier.frontier import LEVEL2_DELAY
-from stratacrawl.frontier.runs import DEAD_AFTER
 from stratacrawl.steps import StepRunner, run_directly
 
 
@@ -38,32 +37,20 @@ async def compensate(comps: Components, *, overdue_after: timedelta,
     def of(source_id: str) -> SourceCompensation:
         return report.setdefault(source_id, SourceCompensation())
 
-    async def rows(sql: str, *params: object) -> list[tuple[Any, ...]]:
-        async with comps.pool.connection() as conn:
-            return await (await conn.execute(sql, params or None)).fetchall()
-
     for source_id, _ in await run("reclaim expired leases",
                                   lambda: comps.ledger.reclaim_expired(DEAD_AFTER)):
         of(source_id).reclaimed += 1
-    for (sid,) in await run("re-schedule overdue tasks", lambda: rows(
-            "UPDATE tasks SET due_at = now(), priority = LEAST(priority + 1, 9), updated_at = now() "
-            "WHERE state IN ('PENDING', 'RETRY_WAIT') AND due_at < now() - %s "
-            "RETURNING source_id", overdue_after)):
+    ledger = comps.ledger
+    for sid in await run("re-schedule overdue tasks",
+                         lambda: ledger.reschedule_overdue(overdue_after)):
         of(sid).rescheduled += 1
-    for (sid,) in await run("release parked batches", lambda: rows(
-            "UPDATE tasks SET due_at = now(), updated_at = now() WHERE state = 'RETRY_WAIT' "
-            "AND due_at > now() + %s RETURNING source_id", LEVEL2_DELAY * 2)):
+    for sid in await run("release parked batches",
+                         lambda: ledger.release_parked(LEVEL2_DELAY * 2)):
         of(sid).released += 1
-    for sid, bucket, n in await run("count unfinished work", lambda: rows(
-            "SELECT source_id, CASE WHEN now() - updated_at < interval '1 hour' THEN '< 1 h' "
-            "WHEN now() - updated_at < interval '1 day' THEN '1 h - 1 d' ELSE '> 1 d' END, "
-            "count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT', 'LEASED', 'FETCHING') "
-            "GROUP BY 1, 2")):
-        of(sid).unfinished[bucket] = int(n)
-    for sid, n in await run("count failures of the last day", lambda: rows(
-            "SELECT source_id, count(*) FROM tasks WHERE state = 'FAILED' "
-            "AND finished_at > now() - interval '24 hours' GROUP BY 1")):
-        of(sid).failed_24h = int(n)
+    for sid, bucket, n in await run("count unfinished work", ledger.unfinished_by_age):
+        of(sid).unfinished[bucket] = n
+    for sid, n in await run("count failures of the last day", ledger.failed_last_day):
+        of(sid).failed_24h = n
     moved = [sid for sid, r in report.items() if r.reclaimed or r.rescheduled or r.released]
 
     async def refill() -> None:

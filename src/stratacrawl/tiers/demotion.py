@@ -19,6 +19,7 @@ from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.url_state import demotion_lock, mark_synced, unsynced
 from stratacrawl.warm.indices import IndexLayout
 
 log = logging.getLogger(__name__)
@@ -55,15 +56,6 @@ def warm_docs(layout: IndexLayout, row: tuple[Any, ...]) -> list[dict[str, Any]]
     ]
 
 
-DEMOTION_LOCK = 0x5C_DE_30_7E  # advisory lock key: the one demoter of a cluster
-SELECT_UNSYNCED = (
-    "SELECT url_hash, source_id, url, etag, last_modified, content_hash, http_status, title, "
-    "content_length, last_crawled, retry_count, GREATEST(last_access, last_crawled) "
-    "FROM url_state WHERE last_crawled IS NOT NULL "
-    "AND (warm_synced_at IS NULL OR warm_synced_at < last_crawled) "
-    "ORDER BY last_crawled LIMIT %s")
-
-
 async def demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
                  *, limit: int = 5000, max_rounds: int | None = None) -> DemoteStats:
     """Index unsynced URL state in warm until none is left (or ``max_rounds`` batches);
@@ -71,15 +63,10 @@ async def demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Inde
 
     One process demotes at a time (a PostgreSQL advisory lock): every crawl worker runs
     this every few seconds, and without the lock each indexed the same rows again."""
-    async with pool.connection() as lock:
-        got = (await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
-                                         (DEMOTION_LOCK,))).fetchone())[0]
+    async with demotion_lock(pool) as got:
         if not got:
             return DemoteStats(busy=True)
-        try:
-            return await _demote(pool, es, layout, limit, max_rounds)
-        finally:
-            await lock.execute("SELECT pg_advisory_unlock(%s)", (DEMOTION_LOCK,))
+        return await _demote(pool, es, layout, limit, max_rounds)
 
 
 async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
@@ -88,8 +75,7 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
     rounds = 0
     while max_rounds is None or rounds < max_rounds:
         rounds += 1
-        async with pool.connection() as conn:
-            rows = await (await conn.execute(SELECT_UNSYNCED, (limit,))).fetchall()
+        rows = await unsynced(pool, limit)
         if not rows:
             break
         actions = [doc for row in rows for doc in warm_docs(layout, row)]
@@ -103,11 +89,7 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
         errs: list[dict[str, Any]] = errors if isinstance(errors, list) else []
         failed = {err[next(iter(err))].get("_id") for err in errs}
         synced = [(r[0], r[9]) for r in rows if r[0] not in failed]
-        async with pool.connection() as conn:
-            await conn.execute(
-                "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%s::text[]) AS h, "
-                "unnest(%s::timestamptz[]) AS at) v WHERE u.url_hash = v.h",
-                ([h for h, _ in synced], [at for _, at in synced]))
+        await mark_synced(pool, synced)
         stats.docs += ok
         stats.rows += len(synced)
         if failed:

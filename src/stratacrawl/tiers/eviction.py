@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.url_state import write_access
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis, scan_keys, used_memory_bytes
 from stratacrawl.hot.url_state import key as hot_key
@@ -28,18 +29,6 @@ class EvictStats:
     used_after_mb: float = 0.0
     evicted: int = 0
     rounds: int = 0
-
-
-async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int],
-                       last_access: list[float]) -> int:
-    """Hot hit counts and last access times → cold ``url_state`` (never backwards)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
-            "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
-            "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
-            "WHERE u.url_hash = v.fp", (fps, hits, last_access))
-        return cur.rowcount
 
 
 def score(hits: int, last_access: float, now: float) -> float:

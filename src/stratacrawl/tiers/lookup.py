@@ -14,6 +14,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.url_state import url_facts
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 from stratacrawl.warm.indices import IndexLayout
@@ -90,10 +91,7 @@ async def _warm(fp: str, canonical: str, es: AsyncElasticsearch,
 
 
 async def _cold(fp: str, canonical: str, pool: AsyncConnectionPool) -> URLFacts | None:
-    async with pool.connection() as conn:
-        row = await (await conn.execute(
-            "SELECT source_id, url, title, last_crawled, http_status, content_hash, etag, "
-            "last_modified FROM url_state WHERE url_hash = %s", (fp,))).fetchone()
+    row = await url_facts(pool, fp)
     if row is None:
         return None
     source_id, url, title, last_crawled, status, content_hash, etag, lm = row

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from stratacrawl.cold.runs import DEAD_AFTER
+from stratacrawl.cold.url_state import all_url_hashes, synced_per_week, unsync_weeks
 from stratacrawl.components import Components
 from stratacrawl.fetch.sessions import restore_sessions
-from stratacrawl.frontier.runs import DEAD_AFTER
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.steps import StepRunner, run_directly
@@ -42,22 +43,9 @@ class RecoveryReport:
         return [f"{s.name}: {s.result} ({s.seconds:.2f} s)" for s in self.steps]
 
 
-async def sources_with_ready_work(comps: Components) -> list[str]:
-    """Distinct sources with ready tasks by a skip scan of the ready index (one
-    probe per source, not a scan of millions of tasks)."""
-    async with comps.pool.connection() as conn:
-        cur = await conn.execute(
-            "WITH RECURSIVE s AS ((SELECT source_id FROM tasks WHERE state IN ('PENDING', "
-            "'RETRY_WAIT') ORDER BY source_id LIMIT 1) UNION ALL SELECT (SELECT t.source_id "
-            "FROM tasks t WHERE t.state IN ('PENDING', 'RETRY_WAIT') AND t.source_id > s.source_id "
-            "ORDER BY t.source_id LIMIT 1) FROM s WHERE s.source_id IS NOT NULL) "
-            "SELECT source_id FROM s WHERE source_id IS NOT NULL")
-        return [str(r[0]) for r in await cur.fetchall()]
-
-
 async def rebuild_queues(comps: Components) -> int:
     queued = 0
-    for source_id in await sources_with_ready_work(comps):
+    for source_id in await comps.ledger.sources_with_ready_tasks():
         queued += await comps.frontier.refill(source_id, force=True)
     return queued
 
@@ -67,12 +55,10 @@ async def rebuild_bloom(comps: Components) -> int:
     if await comps.bloom.is_ready():
         return 0
     added = 0
-    async with (comps.pool.connection() as conn, conn.transaction(),
-                conn.cursor(name="bloom_rebuild") as cur):
-        await cur.execute("SELECT url_hash FROM url_state")
-        while rows := await cur.fetchmany(BLOOM_CHUNK):
-            await comps.bloom.check_and_add([r[0] for r in rows])
-            added += len(rows)
+    async with all_url_hashes(comps.pool, BLOOM_CHUNK) as chunks:
+        async for fps in chunks:
+            await comps.bloom.check_and_add(fps)
+            added += len(fps)
     await comps.bloom.mark_ready()
     return added
 
@@ -96,19 +82,11 @@ async def reindex_warm(comps: Components) -> str:
         return f"warm unavailable ({type(e).__name__}); backfill later"
     in_warm = {b["key"].rsplit("-", 1)[-1]: int(b["doc_count"])
                for b in agg.get("aggregations", {}).get("weeks", {}).get("buckets", [])}
-    async with comps.pool.connection() as conn:
-        rows = await (await conn.execute(
-            "SELECT to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') AS week, count(*) "
-            "FROM url_state WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
-            "AND GREATEST(last_access, last_crawled) >= now() - %s GROUP BY 1",
-            (retention,))).fetchall()
-        short = sorted(week for week, expected in rows if in_warm.get(week, 0) < expected)
-        if not short:
-            return f"warm holds {sum(in_warm.values())} documents, as cold expects"
-        await conn.execute(
-            "UPDATE url_state SET warm_synced_at = NULL WHERE warm_synced_at IS NOT NULL "
-            "AND last_crawled IS NOT NULL "
-            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s)", (short,))
+    expected = await synced_per_week(comps.pool, retention)
+    short = sorted(week for week, n in expected.items() if in_warm.get(week, 0) < n)
+    if not short:
+        return f"warm holds {sum(in_warm.values())} documents, as cold expects"
+    await unsync_weeks(comps.pool, short)
     stats = await demote(comps.pool, comps.es, layout)
     return (f"re-indexed {stats.rows} URLs of {len(short)} short week(s) "
             f"({', '.join(short)})" + (f" ({stats.error})" if stats.error else ""))

@@ -24,10 +24,12 @@ from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.staging import drop_partition, staging_partitions
+from stratacrawl.cold.url_state import last_used, write_access
 from stratacrawl.hot.client import HotRedis, scan_keys
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
-from stratacrawl.tiers.eviction import PREFIX, write_access
+from stratacrawl.tiers.eviction import PREFIX
 from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
 
 log = logging.getLogger(__name__)
@@ -101,11 +103,7 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
             hits = resp["hits"]["hits"]
             if not hits:
                 break
-            async with pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
-                    "WHERE url_hash = ANY(%s)", (list({h["_id"] for h in hits}),))
-                cold = {h: at for h, at in await cur.fetchall()}
+            cold = await last_used(pool, list({h["_id"] for h in hits}))
             actions: list[dict[str, Any]] = []
             for h in hits:
                 seen = cold.get(h["_id"])
@@ -152,23 +150,12 @@ async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_
                          today: date) -> tuple[list[str], int]:
     """Drop staging day partitions older than ``keep_days``; snapshot sources' pages first."""
     limit = (today - timedelta(days=keep_days)).strftime("%Y%m%d")
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'staging'::regclass ORDER BY 1")
-        names = [r[0] for r in await cur.fetchall()]
     dropped, copied = [], 0
-    for name in names:
+    for name in await staging_partitions(pool):
         day = name.rsplit("_", 1)[-1]
         if not (day.isdigit() and day < limit):
             continue
-        async with pool.connection() as conn, conn.transaction():
-            if snapshot_sources:
-                cur = await conn.execute(
-                    f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%s) '
-                    "ON CONFLICT DO NOTHING", (snapshot_sources,))
-                copied += cur.rowcount
-            await conn.execute(f'DROP TABLE "{name}"')
+        copied += await drop_partition(pool, name, snapshot_sources)
         dropped.append(name)
     return dropped, copied
 

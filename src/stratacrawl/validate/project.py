@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from stratacrawl.cold.db import sqlalchemy_url
+from stratacrawl.cold.records import asset_query
 from stratacrawl.settings import Settings
 from stratacrawl.sources import Source
-from stratacrawl.validate.checks import asset_query
 from stratacrawl.validate.suites import default_expectations, suite_name
 
 SITE = "stratacrawl"
@@ -123,7 +123,7 @@ def write_source(context: Any, source: Source, *, overwrite: bool = False) -> li
 
     name, written = suite_name(source.id), []
     datasource = _datasource(context)
-    query = asset_query(source)
+    query = asset_query(source.id, source.field_types)
     asset = next((a for a in datasource.assets if a.name == name), None)
     if asset is None or asset.query != query or overwrite:
         if asset is not None:

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratacrawl.sources import Source
-from stratacrawl.validate.checks import (
+from stratacrawl.cold.records import (
     DATE_RE,
     FIRST_SEEN,
     NUMBER_RE,
     NUMERIC,
     TEMPORAL,
     URL,
-    URL_RE,
     number_column,
     time_column,
+)
+from stratacrawl.sources import Source
+from stratacrawl.validate.checks import (
+    URL_RE,
 )
 
 COMPLETENESS = 0.98   # a required field may be missing in at most 2 % of records

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stratacrawl.cold.db import ensure_database
 from stratacrawl.components import Components, open_components
 from stratacrawl.crawl import crawl
 from stratacrawl.runtime import Runtime
 from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import EmbeddedPostgres, free_port
-from stratacrawl.services.resolve import _ensure_database
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
@@ -62,7 +62,7 @@ async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_p
     pg = EmbeddedPostgres(tmp_path / "pgstate")
     running, _ = pg.ensure()
     try:
-        db_url = _ensure_database(running.url, "stratacrawl")
+        db_url = ensure_database(running.url, "stratacrawl")
         s = settings.model_copy(update={"database_url": db_url, "state_dir": tmp_path / "state"})
         rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "", db_url,
                                   frozenset({"elasticsearch"})))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from stratacrawl.cold.staging import StagedFetch, make_row
+from stratacrawl.cold.tasks import NewTask, TaskState
 from stratacrawl.components import Components
-from stratacrawl.frontier.tasks import NewTask, TaskState
 from stratacrawl.staging.loader import drain
-from stratacrawl.staging.rows import StagedFetch, make_row
 from stratacrawl.staging.spool import Spool
 from stratacrawl.urls import fingerprint
 

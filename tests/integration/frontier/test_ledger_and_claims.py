@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stratacrawl.cold.tasks import URGENT, NewTask, Outcome, TaskState
 from stratacrawl.components import Components
-from stratacrawl.frontier.tasks import URGENT, NewTask, Outcome, TaskState
 from stratacrawl.urls import fingerprint
 
 pytestmark = pytest.mark.integration
@@ -257,10 +257,10 @@ async def test_state_machine_never_loses_or_double_leases(comps: Components, ops
 
 def _claimer(db_url: str, redis_url: str, q: mp.Queue, ready: mp.Queue,  # type: ignore[type-arg]
              go: object) -> None:
+    from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
     from stratacrawl.frontier.hot_queue import HotQueue
-    from stratacrawl.frontier.ledger import Ledger
 
     async def main() -> list[int]:
         import redis.asyncio as aioredis

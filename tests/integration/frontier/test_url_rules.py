@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from stratacrawl.cold.tasks import NewTask
 from stratacrawl.cold.url_rules import load_rules, save_rules
 from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
-from stratacrawl.frontier.tasks import NewTask
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.urls import fingerprint
 from tests.integration.fetch.test_crawl import small_site, sources_for

@@ -4,10 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from stratacrawl.cold.tasks import ClaimedTask, TaskState
 from stratacrawl.fetch.classify import Kind, Verdict
 from stratacrawl.fetch.outcomes import LEVEL2_DELAY, MAX_ATTEMPTS, outcome_for
 from stratacrawl.fetch.result import FetchResult
-from stratacrawl.frontier.tasks import ClaimedTask, TaskState
 from stratacrawl.sources import Source
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ from typing import Literal
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.frontier.tasks import ClaimedTask, NewTask, Outcome, TaskState
+from stratacrawl.cold.tasks import ClaimedTask, NewTask, Outcome, TaskState
 
 
 def _claim_columns(t: str = "tasks") -> str:
@@ -291,6 +291,50 @@ class Ledger:
             for source, state, n in await cur.fetchall():
                 out.setdefault(source, {})[state] = int(n)
             return out
+
+    # -- compensation: work that went astray ----------------------------------------------
+    async def _rows(self, sql: str, *params: object) -> list[tuple[str, ...]]:
+        async with self.pool.connection() as conn:
+            return [tuple(r) for r in await (await conn.execute(sql, params or None)).fetchall()]
+
+    async def reschedule_overdue(self, overdue_after: timedelta) -> list[str]:
+        """Ready tasks overdue by more than ``overdue_after``: due now, one priority higher;
+        returns the source of each."""
+        return [r[0] for r in await self._rows(
+            "UPDATE tasks SET due_at = now(), priority = LEAST(priority + 1, 9), updated_at = now() "
+            "WHERE state IN ('PENDING', 'RETRY_WAIT') AND due_at < now() - %s "
+            "RETURNING source_id", overdue_after)]
+
+    async def release_parked(self, beyond: timedelta) -> list[str]:
+        """``RETRY_WAIT`` tasks due later than ``beyond`` from now: due now; their sources."""
+        return [r[0] for r in await self._rows(
+            "UPDATE tasks SET due_at = now(), updated_at = now() WHERE state = 'RETRY_WAIT' "
+            "AND due_at > now() + %s RETURNING source_id", beyond)]
+
+    async def unfinished_by_age(self) -> list[tuple[str, str, int]]:
+        """(source, age bucket of the last change, tasks) of unfinished work."""
+        return [(s, b, int(n)) for s, b, n in await self._rows(
+            "SELECT source_id, CASE WHEN now() - updated_at < interval '1 hour' THEN '< 1 h' "
+            "WHEN now() - updated_at < interval '1 day' THEN '1 h - 1 d' ELSE '> 1 d' END, "
+            "count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT', 'LEASED', 'FETCHING') "
+            "GROUP BY 1, 2")]
+
+    async def failed_last_day(self) -> list[tuple[str, int]]:
+        return [(s, int(n)) for s, n in await self._rows(
+            "SELECT source_id, count(*) FROM tasks WHERE state = 'FAILED' "
+            "AND finished_at > now() - interval '24 hours' GROUP BY 1")]
+
+    async def sources_with_ready_tasks(self) -> list[str]:
+        """Distinct sources with ready tasks, by a skip scan of the ready index (one probe
+        per source, not a scan of millions of tasks)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "WITH RECURSIVE s AS ((SELECT source_id FROM tasks WHERE state IN ('PENDING', "
+                "'RETRY_WAIT') ORDER BY source_id LIMIT 1) UNION ALL SELECT (SELECT t.source_id "
+                "FROM tasks t WHERE t.state IN ('PENDING', 'RETRY_WAIT') AND t.source_id > "
+                "s.source_id ORDER BY t.source_id LIMIT 1) FROM s WHERE s.source_id IS NOT NULL) "
+                "SELECT source_id FROM s WHERE source_id IS NOT NULL")
+            return [str(r[0]) for r in await cur.fetchall()]
 
     async def sources_with_due_work(self, source_ids: Sequence[str],
                                     within: timedelta = timedelta(0)) -> list[str]:

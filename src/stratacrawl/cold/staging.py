@@ -1,0 +1,260 @@
+"""The staging table: a fetched page as a staging row, the SQL that lands rows with their
+ledger updates, and the queues discovery and cleaning read from it.
+
+All staging SQL lives here: the writer (normal path) and the spool loader (after an
+outage) call the same ``land`` with ``idempotent`` set for replays.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import zstandard
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.tasks import LISTS, Outcome, TaskState
+
+COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", "final_url",
+           "status", "headers", "content_type", "body", "body_encoding", "body_bytes",
+           "elapsed_ms", "trace_id", "worker", "kind", "clean_state", "discovered_at")
+TYPES = ("timestamptz", "text", "text", "int8", "int4", "text", "text", "int4", "jsonb", "text",
+         "bytea", "text", "int4", "float4", "text", "text", "text", "text", "timestamptz")
+_ZSTD = zstandard.ZstdCompressor(level=1)
+_STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
+
+
+@dataclass
+class StagedFetch:
+    """One fetch on its way to staging, with what it means for the ledger and URL state."""
+
+    row: tuple[Any, ...] | None          # in COLUMNS order; None: no response to stage
+    outcome: Outcome  # a plain tuple of the same shape in older spool files
+    url_hash: str
+    content_hash: str | None
+    etag: str | None
+    last_modified: str | None
+    succeeded: bool
+
+    fetched_at: datetime
+    status: int | None = None
+    body_bytes: int = 0
+    canonical_url: str | None = None     # the page's <link rel=canonical>, absolute
+
+
+def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: int,
+             attempt: int, url: str, final_url: str | None, status: int | None,
+             headers: dict[str, str], content_type: str | None, body: bytes,
+             elapsed_ms: float, trace_id: str, worker: str, kind: str,
+             success: bool, same_as_last: bool = False) -> tuple[Any, ...]:
+    """A staging row; the body is stored zstd-compressed (level 1: cheap, ~4x smaller).
+    A list page ``same_as_last`` (the body its last fetch had) is not discovered again."""
+    clean_state = "new" if success and kind == "item" and body else "skipped"
+    discover = success and kind in LISTS and body and not same_as_last
+    discovered_at = None if discover else fetched_at
+    return (fetched_at, fetch_key, source_id, task_id, attempt, url, final_url, status,
+            json.dumps(headers), content_type, _ZSTD.compress(body) if body else None, "zstd",
+            len(body), elapsed_ms, trace_id, worker, kind, clean_state, discovered_at)
+
+
+async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
+    for day in sorted(days):
+        await conn.execute("SELECT sc_ensure_day_partition('staging', %s::date)", (day,))
+
+
+async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequence[StagedFetch],
+               *, idempotent: bool) -> int:
+    """Apply the outcomes, COPY the rows and update URL state, in the caller's transaction.
+
+    Only fetches whose task ``owner`` still holds land: the outcomes go first (guarded by
+    the lease) and a fetch whose lease was reclaimed — its worker stalled for a whole lease
+    time, and the task is queued or leased again — is dropped, so staging never holds a
+    task's page twice. ``idempotent`` (spool replays, unknown commit outcomes): rows go
+    through a temporary table and ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
+    Returns the rows inserted.
+    """
+    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4], *o[5:7]) for o in
+                (i.outcome for i in items)]
+    held = await ledger.finish_held(outcomes, owner, conn)
+    items = [i for i in items if i.outcome[0] in held]
+    cols = ", ".join(COLUMNS)
+    async with conn.cursor() as cur:
+        if idempotent:
+            await cur.execute("CREATE TEMP TABLE IF NOT EXISTS staging_in (LIKE staging INCLUDING "
+                              "DEFAULTS) "
+                              "ON COMMIT DELETE ROWS")
+            target = "staging_in"
+        else:
+            target = "staging"
+        async with cur.copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(TYPES))
+            staged = [i.row for i in items if i.row is not None]
+            for row in staged:
+                await copy.write_row(row)
+        inserted = len(staged)
+        if idempotent:
+            await cur.execute(f"INSERT INTO staging ({cols}) SELECT {cols} FROM staging_in "
+                              "ON CONFLICT (fetch_key, fetched_at) DO NOTHING")
+            inserted = cur.rowcount
+    # Rows are locked in URL-hash order so two flushes at once cannot deadlock each other.
+    ok = sorted((i for i in items if i.succeeded), key=lambda i: i.url_hash)
+    if ok:
+        await conn.execute(
+            "UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
+            "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified), "
+            "content_hash = COALESCE(v.ch, u.content_hash), retry_count = 0, "
+            "content_length = COALESCE(v.len, u.content_length), "
+            "canonical_url = CASE WHEN v.ch IS NULL THEN u.canonical_url ELSE v.canon END "
+            "FROM (SELECT unnest(%s::text[]) AS h, unnest(%s::timestamptz[]) AS at, "
+            "unnest(%s::int[]) AS status, unnest(%s::text[]) AS etag, unnest(%s::text[]) AS lm, "
+            "unnest(%s::text[]) AS ch, unnest(%s::int[]) AS len, unnest(%s::text[]) AS canon) v "
+            "WHERE u.url_hash = v.h",
+            ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
+             [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
+             [i.body_bytes or None for i in ok], [i.canonical_url for i in ok]))
+    failed = sorted(i.url_hash for i in items if not i.succeeded)
+    if failed:
+        await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
+                           "WHERE url_hash = ANY(%s)", (failed,))
+    return inserted
+
+
+# -- discovery: the staged seed, list and sitemap pages whose links wait for the frontier ---
+UndiscoveredRow = tuple[datetime, int, str, str, str | None, str | None, bytes | None, int]
+
+
+async def claim_undiscovered(conn: AsyncConnection, limit: int) -> list[UndiscoveredRow]:
+    """(fetched_at, id, source, URL, final URL, content type, body, task id) of staged list
+    pages not yet discovered, oldest first, locked for this transaction (SKIP LOCKED: other
+    discoverers take the next ones)."""
+    cur = await conn.execute(
+        "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id "
+        "FROM staging WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
+        "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
+    return list(await cur.fetchall())
+
+
+async def mark_discovered(conn: AsyncConnection, rows: Sequence[UndiscoveredRow]) -> None:
+    if rows:
+        await conn.execute(
+            "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
+            "(SELECT unnest(%s::timestamptz[]), unnest(%s::bigint[]))",
+            ([r[0] for r in rows], [r[1] for r in rows]))
+
+
+async def has_undiscovered(pool: AsyncConnectionPool, source_ids: Sequence[str]) -> bool:
+    """Whether staged seed/list/sitemap pages of these sources still wait for discovery."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
+            "AND kind IN ('seed', 'list', 'sitemap') AND source_id = ANY(%s))",
+            (list(source_ids),))
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+
+# -- cleaning: staged item pages waiting to become records ---------------------------------
+async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
+                             limit: int) -> list[tuple[Any, ...]]:
+    """(fetched_at, id, source, task id, URL, final URL, content type, body, trace id,
+    cleaned before) of item pages to clean, oldest first, locked for this transaction."""
+    cur = await conn.execute(
+        "SELECT fetched_at, id, source_id, task_id, url, final_url, content_type, body, "
+        "trace_id, cleaned_at IS NOT NULL FROM staging "
+        "WHERE clean_state = 'new' AND source_id = ANY(%s) "
+        "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (list(source_ids), limit))
+    return list(await cur.fetchall())
+
+
+async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int]],
+                       outcomes: Sequence[tuple[str, str | None]]) -> None:
+    """Each page's clean state (``cleaned``, ``format_error``, …) and error."""
+    await conn.execute(
+        "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now() "
+        "FROM (SELECT unnest(%s::timestamptz[]) AS fa, unnest(%s::bigint[]) AS id, "
+        "unnest(%s::text[]) AS state, unnest(%s::text[]) AS err) u "
+        "WHERE s.fetched_at = u.fa AND s.id = u.id",
+        ([k[0] for k in keys], [k[1] for k in keys], [o[0] for o in outcomes],
+         [o[1] for o in outcomes]))
+
+
+async def requeue_for_cleaning(pool: AsyncConnectionPool, source_id: str, day: date) -> int:
+    """A source-day's cleaned (or failed) item pages back in the cleaning queue."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE staging SET clean_state = 'new', clean_error = NULL "
+            "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
+            "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error')",
+            (source_id, day, day))
+        return cur.rowcount
+
+
+async def clean_states(pool: AsyncConnectionPool, source_ids: Sequence[str]
+                       ) -> dict[str, dict[str, int]]:
+    """Item pages fetched in the last 24 hours per source and clean state."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, clean_state, count(*) FROM staging WHERE kind = 'item' "
+            "AND source_id = ANY(%s) AND fetched_at >= now() - interval '24 hours' "
+            "GROUP BY 1, 2 ORDER BY 1, 2", (list(source_ids),))
+        out: dict[str, dict[str, int]] = {}
+        for sid, state, n in await cur.fetchall():
+            out.setdefault(sid, {})[state] = n
+        return out
+
+
+async def format_error_counts(pool: AsyncConnectionPool, source_ids: Sequence[str],
+                              window: timedelta) -> list[tuple[str, int, int, int, int]]:
+    """Per source: cleaned item pages and format errors within ``window``, and the same in
+    the 24 hours before it."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, "
+            "  count(*) FILTER (WHERE fetched_at >= now() - %(w)s), "
+            "  count(*) FILTER (WHERE fetched_at >= now() - %(w)s AND clean_state = 'format_error'), "
+            "  count(*) FILTER (WHERE fetched_at < now() - %(w)s), "
+            "  count(*) FILTER (WHERE fetched_at < now() - %(w)s AND clean_state = 'format_error') "
+            "FROM staging WHERE source_id = ANY(%(ids)s) AND kind = 'item' "
+            "AND clean_state IN ('cleaned', 'format_error') "
+            "AND fetched_at >= now() - %(w)s - interval '24 hours' GROUP BY source_id",
+            {"w": window, "ids": list(source_ids)})
+        return [tuple(row) for row in await cur.fetchall()]  # type: ignore[misc]
+
+
+# -- retention ------------------------------------------------------------------------------
+async def staging_partitions(pool: AsyncConnectionPool) -> list[str]:
+    """The names of staging's day partitions (``staging_YYYYMMDD``), oldest first."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'staging'::regclass ORDER BY 1")
+        return [str(r[0]) for r in await cur.fetchall()]
+
+
+async def drop_partition(pool: AsyncConnectionPool, name: str,
+                         snapshot_sources: Sequence[str]) -> int:
+    """Drop one day partition, its pages of ``snapshot_sources`` copied to
+    ``page_snapshots`` first (one transaction); returns the pages copied."""
+    copied = 0
+    async with pool.connection() as conn, conn.transaction():
+        if snapshot_sources:
+            cur = await conn.execute(
+                f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%s) '
+                "ON CONFLICT DO NOTHING", (list(snapshot_sources),))
+            copied = cur.rowcount
+        await conn.execute(f'DROP TABLE "{name}"')
+    return copied
+
+
+async def staged_counts(pool: AsyncConnectionPool) -> dict[str, tuple[int, int]]:
+    """Per source: (item pages waiting to be cleaned, pages staged)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, count(*) FILTER (WHERE clean_state = 'new'), count(*) "
+            "FROM staging GROUP BY 1 ORDER BY 1")
+        return {str(s): (int(items), int(total)) for s, items, total in await cur.fetchall()}

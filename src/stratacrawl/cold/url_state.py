@@ -1,0 +1,143 @@
+"""The url_state table: every URL the crawler knows, its last fetch (status, validators,
+content fingerprint, canonical link), its use (hits, last access) and the watermark of its
+copy in warm (``warm_synced_at``). The staging transaction writes the fetch columns
+(``cold/staging.py``); dedup, demotion, eviction, sinking, recovery and ``lookup`` read
+and write the rest through the functions here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+DEMOTION_LOCK = 0x5C_DE_30_7E  # advisory lock key: the one demoter of a cluster
+
+
+# -- dedup and lookup -----------------------------------------------------------------------
+async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
+                       ) -> dict[str, float | None]:
+    """Last crawl time (epoch seconds; None: never crawled) of each of these URLs known."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
+            "WHERE url_hash = ANY(%s)", (list(url_hashes),))
+        rows = await cur.fetchall()
+    return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
+
+
+async def url_facts(pool: AsyncConnectionPool, url_hash: str) -> tuple[Any, ...] | None:
+    """(source, URL, title, last crawled, status, content fingerprint, ETag,
+    Last-Modified) of one URL, or None."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(
+            "SELECT source_id, url, title, last_crawled, http_status, content_hash, etag, "
+            "last_modified FROM url_state WHERE url_hash = %s", (url_hash,))).fetchone()
+    return tuple(row) if row is not None else None
+
+
+async def knows_no_url(pool: AsyncConnectionPool) -> bool:
+    """Whether cold knows no URL at all (a new installation)."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute("SELECT EXISTS (SELECT 1 FROM url_state)")).fetchone()
+    return row is not None and not row[0]
+
+
+# -- recovery -------------------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def all_url_hashes(pool: AsyncConnectionPool, chunk: int
+                         ) -> AsyncIterator[AsyncIterator[list[str]]]:
+    """Every URL fingerprint cold knows, ``chunk`` at a time (a server-side cursor)."""
+    async with (pool.connection() as conn, conn.transaction(),
+                conn.cursor(name="url_hashes") as cur):
+        await cur.execute("SELECT url_hash FROM url_state")
+
+        async def chunks() -> AsyncIterator[list[str]]:
+            while rows := await cur.fetchmany(chunk):
+                yield [r[0] for r in rows]
+
+        yield chunks()
+
+
+async def synced_per_week(pool: AsyncConnectionPool, retention: timedelta) -> dict[str, int]:
+    """URLs marked synced to warm per ISO week of their last crawl (``IYYYIW``), within
+    the warm retention: what each weekly warm index should hold."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') AS week, count(*) "
+            "FROM url_state WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
+            "AND GREATEST(last_access, last_crawled) >= now() - %s GROUP BY 1",
+            (retention,))).fetchall()
+    return {str(week): int(n) for week, n in rows}
+
+
+async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
+    """Mark these weeks' URLs not in warm (demotion indexes them again)."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE url_state SET warm_synced_at = NULL WHERE warm_synced_at IS NOT NULL "
+            "AND last_crawled IS NOT NULL "
+            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s)", (list(weeks),))
+
+
+# -- demotion (cold → warm) -----------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def demotion_lock(pool: AsyncConnectionPool) -> AsyncIterator[bool]:
+    """Whether this process holds the cluster's demotion lock (held while in the block)."""
+    async with pool.connection() as lock:
+        row = await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
+                                        (DEMOTION_LOCK,))).fetchone()
+        got = bool(row and row[0])
+        try:
+            yield got
+        finally:
+            if got:
+                await lock.execute("SELECT pg_advisory_unlock(%s)", (DEMOTION_LOCK,))
+
+
+async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...]]:
+    """(url hash, source, URL, ETag, Last-Modified, content fingerprint, status, title,
+    length, last crawled, retry count, last use) of URLs whose last fetch is not in warm
+    yet, oldest first."""
+    async with pool.connection() as conn:
+        return list(await (await conn.execute(
+            "SELECT url_hash, source_id, url, etag, last_modified, content_hash, http_status, "
+            "title, content_length, last_crawled, retry_count, "
+            "GREATEST(last_access, last_crawled) FROM url_state WHERE last_crawled IS NOT NULL "
+            "AND (warm_synced_at IS NULL OR warm_synced_at < last_crawled) "
+            "ORDER BY last_crawled LIMIT %s", (limit,))).fetchall())
+
+
+async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, datetime]]
+                      ) -> None:
+    """(url hash, the last_crawled that was indexed) pairs now in warm."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%s::text[]) AS h, "
+            "unnest(%s::timestamptz[]) AS at) v WHERE u.url_hash = v.h",
+            ([h for h, _ in synced], [at for _, at in synced]))
+
+
+# -- eviction and sinking -------------------------------------------------------------------
+async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int],
+                       last_access: list[float]) -> int:
+    """Hot hit counts and last access times → cold ``url_state`` (never backwards)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
+            "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
+            "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
+            "WHERE u.url_hash = v.fp", (fps, hits, last_access))
+        return cur.rowcount
+
+
+async def last_used(pool: AsyncConnectionPool, url_hashes: Sequence[str]
+                    ) -> dict[str, datetime]:
+    """The later of last access and last crawl of each of these URLs cold holds."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
+            "WHERE url_hash = ANY(%s)", (list(url_hashes),))
+        return {str(h): at for h, at in await cur.fetchall()}
