@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from stratacrawl.cold.db import row_counts
 from stratacrawl.hot.client import key_count, used_memory_bytes
 from stratacrawl.runtime import Runtime
+from stratacrawl.warm.url_docs import docs_count
 
 COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts",
                "page_snapshots")
@@ -35,9 +35,6 @@ async def take_inventory(rt: Runtime) -> Inventory:
     warm: dict[str, int] = {}
     async with rt.es_client() as es:
         for family in ("url_dedup", "url_meta"):
-            pattern = f"{rt.layout.prefix}{family}-*"
-            stats = await es.cat.indices(index=pattern, format="json")
-            rows: list[dict[str, Any]] = stats.body if isinstance(stats.body, list) else []
-            warm[family] = sum(int(row.get("docs.count") or 0) for row in rows)
+            warm[family] = await docs_count(es, f"{rt.layout.prefix}{family}-*")
     cold = await row_counts(rt.database_url, COLD_TABLES)
     return Inventory(keys, used, warm, cold)

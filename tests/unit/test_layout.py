@@ -1,7 +1,8 @@
 """The layout rules a newcomer relies on, enforced: every SQL statement lives in
-``stratacrawl/cold/`` and every Redis key is spelled in one module (``hot/keys.py``) — a
-schema change is a change in one place, not a hunt —, the core never imports Prefect, and
-its packages import each other without cycles."""
+``stratacrawl/cold/``, every Elasticsearch query in ``stratacrawl/warm/`` and every Redis
+key is spelled in one module (``hot/keys.py``) — a schema change is a change in one place,
+not a hunt —, the core never imports Prefect, and its packages import each other without
+cycles."""
 
 from __future__ import annotations
 
@@ -68,6 +69,24 @@ def test_sql_lives_only_in_cold() -> None:
         found += [f"{path.relative_to(ROOT)}:{line}: {text[:60]!r}"
                   for line, text in _string_parts(tree) if SQL.search(text)]
     assert found == [], "SQL outside stratacrawl/cold/:\n" + "\n".join(found)
+
+
+ES_CALL = re.compile(r"\b(es|\w+\.es)\.(search|mget|count|bulk|index|delete|indices|cat|update|"
+                     r"get|scroll|open_point_in_time)\b|\basync_(bulk|scan)\(")
+
+
+def test_elasticsearch_queries_live_only_in_warm() -> None:
+    """Every call on the Elasticsearch client (queries, bulk writes, index admin) is in
+    ``stratacrawl/warm/``; the rest of the core calls its functions."""
+    warm = ROOT / "src" / "stratacrawl" / "warm"
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:70]}"
+             for path in sorted((ROOT / "src" / "stratacrawl").rglob("*.py"))
+             if warm not in path.parents
+             for n, line in enumerate(path.read_text().splitlines(), 1) if ES_CALL.search(line)]
+    assert found == [], "Elasticsearch calls outside stratacrawl/warm/:\n" + "\n".join(found)
+    assert ES_CALL.search("resp = await self.es.mget(docs=docs)")
+    assert ES_CALL.search("await async_bulk(es, actions)")
+    assert not ES_CALL.search("r = await client.get(url)")
 
 
 def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 
 from elasticsearch import AsyncElasticsearch
@@ -27,6 +27,7 @@ from stratacrawl.cold.url_state import last_crawled
 from stratacrawl.frontier.bloom import BloomFilter
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.warm.indices import IndexLayout
+from stratacrawl.warm.url_docs import last_crawled as warm_last_crawled
 
 log = logging.getLogger(__name__)
 
@@ -203,16 +204,7 @@ class Dedup:
 
     async def _warm(self, fps: list[str]) -> dict[str, float]:
         assert self.es is not None
-        indices = self.layout.window("url_dedup", self.window.days)
-        docs = [{"_index": idx, "_id": fp} for fp in fps for idx in indices]
-        resp = await self.es.mget(docs=docs, source_includes=["last_crawled"])
-        out: dict[str, float] = {}
-        for doc in resp["docs"]:
-            if doc.get("found"):
-                raw = doc["_source"].get("last_crawled")
-                ts = datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() if raw else 0.0
-                out[doc["_id"]] = max(out.get(doc["_id"], 0.0), ts)
-        return out
+        return await warm_last_crawled(self.es, self.layout, fps, self.window.days)
 
     async def _cold(self, fps: list[str]) -> dict[str, float | None]:
         return await last_crawled(self.pool, fps)

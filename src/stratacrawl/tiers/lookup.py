@@ -18,6 +18,7 @@ from stratacrawl.cold.url_state import url_facts
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 from stratacrawl.warm.indices import IndexLayout
+from stratacrawl.warm.url_docs import newest
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +71,13 @@ async def lookup(url: str, *, hot: HotURLState, es: AsyncElasticsearch | None,
 async def _warm(fp: str, canonical: str, es: AsyncElasticsearch,
                 layout: IndexLayout) -> URLFacts | None:
     try:
-        resp = await es.search(index=layout.alias("url_meta"), query={"term": {"url_hash": fp}},
-                               sort=[{"crawled_at": {"order": "desc"}}], size=1)
+        found = await newest(es, layout, fp)
     except Exception as e:  # warm down or no index yet: cold answers
         log.debug("lookup: warm unavailable: %s", e)
         return None
-    hits = resp["hits"]["hits"]
-    if not hits:
+    if found is None:
         return None
-    src = hits[0]["_source"]
-    dedup = await es.search(index=layout.alias("url_dedup"), query={"term": {"url_hash": fp}},
-                            sort=[{"last_crawled": {"order": "desc"}}], size=1)
-    status = None
-    if dedup["hits"]["hits"]:
-        raw = dedup["hits"]["hits"][0]["_source"].get("http_status")
-        status = int(raw) if raw not in (None, "") else None
+    src, status = found
     return URLFacts(fp, canonical, src.get("source_id"), src.get("url"), src.get("title"),
                     _ts(src.get("crawled_at")), status, src.get("content_hash"), src.get("etag"),
                     src.get("last_modified"), "warm")

@@ -22,6 +22,7 @@ from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
+from stratacrawl.warm.url_docs import docs_per_week
 
 BLOOM_CHUNK = 100_000
 
@@ -70,18 +71,11 @@ async def reindex_warm(comps: Components) -> str:
     that came up short — an embedded API server restarted empty, an index lost or wiped
     while a crawl went on — is re-indexed from cold (by ``_id``: idempotent)."""
     layout = comps.runtime.layout
-    family = layout.alias("url_dedup")
     retention = timedelta(days=comps.runtime.settings.warm_retention_days)
     try:
-        await comps.es.indices.refresh(index=f"{family}-*", ignore_unavailable=True,
-                                       allow_no_indices=True)
-        agg = await comps.es.search(index=f"{family}-*", size=0, ignore_unavailable=True,
-                                    allow_no_indices=True,
-                                    aggs={"weeks": {"terms": {"field": "_index", "size": 1000}}})
+        in_warm = await docs_per_week(comps.es, layout)
     except Exception as e:
         return f"warm unavailable ({type(e).__name__}); backfill later"
-    in_warm = {b["key"].rsplit("-", 1)[-1]: int(b["doc_count"])
-               for b in agg.get("aggregations", {}).get("weeks", {}).get("buckets", [])}
     expected = await synced_per_week(comps.pool, retention)
     short = sorted(week for week, n in expected.items() if in_warm.get(week, 0) < n)
     if not short:

@@ -21,7 +21,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
-from elasticsearch.helpers import async_bulk
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.staging import drop_partition, staging_partitions
@@ -30,7 +29,8 @@ from stratacrawl.hot.client import HotRedis, scan_keys
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import PREFIX
-from stratacrawl.warm.indices import FAMILIES, IndexLayout, ensure_week_indices, week_suffix
+from stratacrawl.warm.indices import IndexLayout, ensure_week_indices
+from stratacrawl.warm.url_docs import accessed_before, drop_empty_weeks, index_docs, refresh
 
 log = logging.getLogger(__name__)
 PAGE = 5000
@@ -89,18 +89,10 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
     deleted = refreshed = 0
     dedup, meta = layout.alias("url_dedup"), layout.alias("url_meta")
     for family, twins in ((dedup, (dedup, meta)), (meta, (meta,))):
-        await es.indices.refresh(index=f"{family}-*", ignore_unavailable=True)
+        await refresh(es, family)
         skipped: set[str] = set()
         while True:
-            # No sort and no cursor: what a page deletes or refreshes leaves the range, so
-            # the next page is the next work (sorted scans make the emulator's deletes slow).
-            query: dict[str, Any] = {"range": {"last_access": {"lt": cutoff.isoformat()}}}
-            if skipped:
-                query = {"bool": {"filter": [query],
-                                  "must_not": [{"ids": {"values": sorted(skipped)}}]}}
-            resp = await es.search(index=f"{family}-*", size=PAGE, query=query, source=False,
-                                   ignore_unavailable=True, allow_no_indices=True)
-            hits = resp["hits"]["hits"]
+            hits = await accessed_before(es, family, cutoff, skipped, PAGE)
             if not hits:
                 break
             cold = await last_used(pool, list({h["_id"] for h in hits}))
@@ -125,25 +117,9 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
             if not actions:
                 continue
             actions.sort(key=lambda a: a["_index"])  # runs of one index
-            await async_bulk(es, actions, chunk_size=2 * PAGE, raise_on_error=False)
-            await es.indices.refresh(index=f"{family}-*", ignore_unavailable=True)
+            await index_docs(es, actions, chunk=2 * PAGE)
+            await refresh(es, family)
     return deleted, refreshed
-
-
-async def drop_empty_weeks(es: AsyncElasticsearch, layout: IndexLayout,
-                           now: datetime) -> list[str]:
-    """Weekly indices before this week that hold no document."""
-    current = week_suffix(now)
-    dropped = []
-    for family in FAMILIES:
-        rows = await es.cat.indices(index=f"{layout.alias(family)}-*", format="json")
-        for row in rows.body if isinstance(rows.body, list) else []:
-            name = row["index"]
-            suffix = name.rsplit("-", 1)[-1]
-            if suffix.isdigit() and suffix < current and int(row.get("docs.count") or 0) == 0:
-                await es.indices.delete(index=name)
-                dropped.append(name)
-    return dropped
 
 
 async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_sources: list[str],
