@@ -12,7 +12,9 @@ from pathlib import Path
 from bench.figure import Figure
 from bench.servers import BENCH_REDIS_DBS
 from stratacrawl.loadtest.report import publish_artifact, write_report
-from stratacrawl.loadtest.run import SEED_FIGURES, VIAS, LoadTestConfig, run_loadtest
+from stratacrawl.loadtest.result import VIAS, LoadTestConfig
+from stratacrawl.loadtest.run import run_loadtest
+from stratacrawl.loadtest.summary import SEED_FIGURES
 from stratacrawl.scratch import scratch_runtime
 from stratacrawl.settings import Settings
 

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import httpx
 
-from stratacrawl.loadtest.run import LoadTestConfig, LoadTestResult, _sim_arrivals
+from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult
+from stratacrawl.loadtest.run import _sim_arrivals
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
 

@@ -11,7 +11,8 @@ import typer
 
 from stratacrawl.cli.common import console, settings
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
-from stratacrawl.loadtest.run import VIAS, LoadTestConfig, run_loadtest
+from stratacrawl.loadtest.result import VIAS, LoadTestConfig
+from stratacrawl.loadtest.run import run_loadtest
 from stratacrawl.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from stratacrawl.loadtest.run import SIM_STATS_TIMEOUT_S, LoadTestResult, result_json
+from stratacrawl.loadtest.result import LoadTestResult, result_json
+from stratacrawl.loadtest.run import SIM_STATS_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 ARTIFACT_KEY = "stratacrawl-loadtest"

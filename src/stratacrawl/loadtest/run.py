@@ -9,12 +9,9 @@ second, duplicates and lost tasks from the ledger and staging tables.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,17 +22,16 @@ import yaml
 
 from stratacrawl.cold import run_audit as audit
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.cold.runs import worker_of
 from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
     ChildProcess,
-    Usage,
     UsageProbe,
     cleaner,
     crawl_worker,
 )
-from stratacrawl.monitor.histogram import LatencyHistogram
+from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult, Sample
+from stratacrawl.loadtest.summary import summarize, usage_figures
 from stratacrawl.runtime import Runtime
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
@@ -43,11 +39,6 @@ from stratacrawl.sim.process import SimulatorProcess
 
 log = logging.getLogger(__name__)
 
-# What the simulator injects as the seed's normal noise; failures for these reasons are
-# the simulated web's, not the crawler's (success rate is also reported with them).
-INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
-            "transport-error")
-VIAS = ("processes", "prefect")  # how workers run: crawl processes, or Prefect flow runs
 # How long a worker may take, after its fetching time, to print its final report (its
 # last flushes and the demotion of what it committed): a minute was not always enough
 # on 2 cores, and a worker stopped before it loses its success and latency figures.
@@ -59,70 +50,6 @@ FINAL_WAIT_S = 180.0
 # seconds. Niced ahead (-5) of the workers, it stamps arrivals when they come.
 SIM_PRIORITY = 5
 SIM_STATS_TIMEOUT_S = 30.0
-SIM_STALL_MS = 100.0  # a simulator second whose loop ran this late stamped arrivals late
-SEED_FIGURES = {"pages_per_s": 1500, "success_rate": 0.992, "mean_latency_ms": 1800,
-                "p99_latency_ms": 3500}
-
-
-@dataclass
-class LoadTestConfig:
-    workers: int = 3
-    sources: int = 200
-    minutes: float = 10.0
-    seed: int = 7
-    rate: float = 12.0             # per source, requests/s (the crawler's limit)
-    concurrency: int = 16          # batches (= requests in flight) per source
-    batch_size: int = 10
-    max_batches: int = 1000        # per worker
-    kill_at: float | None = 0.5    # share of the run after which one worker is killed
-    backlog: int | None = None     # items per source (default: enough for the run)
-    lease_s: float = 60.0          # how soon a dead worker's tasks go to the others
-    pg_pool_size: int = 24         # per worker: a thousand batches share it
-    sample_s: float = 2.0
-    drain_limit_s: float = 300.0   # how long cleaning may catch up after the run
-    first_host: int = 10
-    via: str = "processes"         # or "prefect": workers of a Prefect process work pool
-    redis_cluster: int = 0         # nodes of the Redis Cluster the hot tier ran on (0: one)
-
-    def __post_init__(self) -> None:
-        if self.via not in VIAS:
-            raise ValueError(f"via={self.via!r}: expected one of {', '.join(VIAS)}")
-
-    def items_per_source(self) -> int:
-        if self.backlog:
-            return self.backlog
-        return max(200, math.ceil(1.3 * 1500 * self.minutes * 60 / self.sources))
-
-
-@dataclass
-class Sample:
-    t: float
-    landed: dict[str, int]
-    backlog: int
-    staged: int
-    uncleaned: int
-    records: int
-
-    @property
-    def total(self) -> int:
-        return sum(self.landed.values())
-
-
-@dataclass
-class LoadTestResult:
-    config: LoadTestConfig
-    seconds: float = 0.0
-    samples: list[Sample] = field(default_factory=list)
-    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    processes: dict[str, dict[str, float]] = field(default_factory=dict)
-    figures: dict[str, Any] = field(default_factory=dict)
-    killed: dict[str, Any] = field(default_factory=dict)
-    flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
-    killed_at: float | None = None  # wall-clock time of the kill
-    sim_lag_ms: dict[int, float] = field(default_factory=dict)  # second -> simulator loop lag
-    sim_gc: dict[str, list[float]] = field(default_factory=dict)  # its GcPauses
-    sim_polls_failed: int = 0  # stats requests the simulator did not answer in time
-    sim_reniced: bool = False  # whether the simulator ran ahead of the others (root only)
 
 
 def _db(rt: Runtime) -> psycopg.Connection[Any]:
@@ -258,25 +185,9 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
         drain = _drain(conn, clean, cfg.drain_limit_s)
         clean.wait(5)
         result.seconds = fetch_seconds
-        _summarize(result, conn, workers, clean, sources, arrivals, drain)
+        summarize(result, conn, workers, clean, sources, arrivals, drain)
         for name, probe in others.items():
-            result.processes[name] = _usage(probe.usage)
-
-
-def _loop_figures(w: ChildProcess) -> dict[str, float | None]:
-    """Batches in flight (throughput = requests in flight / latency) and how late its
-    event loop ran, over the worker's progress lines after its first staged page."""
-    lines = [ln for ln in w.lines if "in_flight" in ln and ln.get("landed")]
-    if not lines:
-        return {"mean_in_flight": None, "mean_loop_lag_ms": None, "max_loop_lag_ms": None}
-    lags = [float(ln.get("loop_lag_ms", 0.0)) for ln in lines]
-    return {"mean_in_flight": round(sum(int(ln["in_flight"]) for ln in lines) / len(lines), 1),
-            "mean_loop_lag_ms": round(sum(lags) / len(lags), 1),
-            "max_loop_lag_ms": round(max(lags), 1)}
-
-
-def _usage(usage: Usage) -> dict[str, float]:
-    return {"cpu_percent": round(usage.cpu_percent, 1), "peak_rss_mb": round(usage.peak_rss_mb, 1)}
+            result.processes[name] = usage_figures(probe.usage)
 
 
 def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:
@@ -298,137 +209,3 @@ def _drain(conn: psycopg.Connection[Any], clean: ChildProcess, limit_s: float) -
         left = audit.uncleaned(conn)
     return {"backlog_at_end": int(start), "left": int(left),
             "drain_s": round(time.monotonic() - t0, 1) if not left else None}
-
-
-def _summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
-               workers: list[ChildProcess], clean: ChildProcess, sources: Path,
-               arrivals: dict[str, dict[int, int]], drain: dict[str, Any]) -> None:
-    overall = LatencyHistogram()
-    reasons: Counter[str] = Counter()
-    fetched = ok = 0
-    for w in workers:
-        f = w.final or {}
-        h = LatencyHistogram.from_json(f.get("latency") or {})
-        overall.merge(h)
-        landed = int(f.get("landed") or (w.latest().get("landed", 0)))
-        if w.killed:  # its last progress line predates flushes it committed before the kill
-            landed = max(landed, audit.staged(conn, w.name))
-        w_fetched = int(f.get("fetched") or w.latest().get("fetched", 0))
-        w_ok = int(f.get("ok", 0)) + int(f.get("not_modified", 0))
-        reasons.update(f.get("reasons") or {})
-        fetched += int(f.get("fetched", 0))
-        ok += w_ok
-        first = next((ln["at"] for ln in w.lines if "t" in ln), None)
-        result.workers[w.name] = {
-            "killed": w.killed, "landed": landed, "fetched": w_fetched,
-            "started_after_s": round(first - w.started_at, 1) if first and w.started_at
-            else None,
-            "pages_per_s": round(landed / max(w.usage.wall_seconds, 1e-9), 1),
-            "success_rate": round(w_ok / int(f["fetched"]), 4) if f.get("fetched") else None,
-            "mean_latency_ms": _r(h.mean_ms), "p99_latency_ms": _r(h.quantile_ms(0.99)),
-            "staging_flushes": f.get("flushes"), "staging_flush_s": f.get("flush_seconds"),
-            **_loop_figures(w)}
-    for p in (*workers, clean):
-        result.processes[p.name] = _usage(p.usage)
-    injected = sum(n for r, n in reasons.items() if r in INJECTED)
-    staged_in_run = audit.staged(conn)
-    dup = audit.staged_twice(conn)
-    rates = {e["id"]: float(e["rate"]) for e in yaml.safe_load(sources.read_text())["sources"]}
-    # A second holds at most ``rate`` turns (turns are >= 1/rate apart); one more is allowed
-    # for a request whose turn was at the end of the previous second and that arrived late.
-    over = [(sid, sec) for sid, per in arrivals.items() for sec, n in per.items()
-            if n > math.floor(rates.get(sid, math.inf)) + 1]
-    violations = len(over)
-    # Arrivals are stamped when the simulator's handler runs: after a stall of its own
-    # loop, requests that came during it are stamped in one second.
-    lag = result.sim_lag_ms
-    in_sim_stalls = sum(1 for _, sec in over if lag.get(sec, 0.0) >= SIM_STALL_MS)
-    peak = max((n / rates.get(sid, math.inf) for sid, per in arrivals.items()
-                for n in per.values()), default=0.0)
-    killed = result.killed
-    if killed:
-        ids = killed["leased"]
-        rows = audit.fates(conn, ids, killed["worker"])
-        leased, queued = ("LEASED", "FETCHING"), ("PENDING", "RETRY_WAIT")
-        fates: Counter[str] = Counter()
-        for state, owner, other, staged in rows:
-            if other:
-                fates["refetched_by_others"] += 1
-            elif state in queued or (state in leased and worker_of(owner or "") != killed["worker"]):
-                fates["still_queued"] += 1   # or leased to a living worker, not yet fetched
-            elif state in leased:
-                fates["held_by_dead_worker"] += 1
-            elif (state == "SUCCEEDED" and staged) or state == "FAILED":
-                fates["finished_before_the_kill"] += 1
-            elif state == "REDUNDANT":   # a variant of a queued URL (a learned URL rule)
-                fates["redundant"] += 1
-            # else: done without a staged page — lost
-        killed["leased"] = len(ids)
-        for fate in ("refetched_by_others", "still_queued", "held_by_dead_worker",
-                     "finished_before_the_kill", "redundant"):
-            killed[fate] = fates[fate]
-        killed["lost"] = len(ids) - sum(fates.values())
-    total_landed = sum(w["landed"] for w in result.workers.values())
-    window = _fetch_window(result.samples, result.config.minutes * 60)
-    recovery = _recovery(result.samples, killed.get("at_s") if killed else None)
-    result.figures = {
-        "loadtest_pages_per_s": window[0],
-        "window_s": window[1], "pages_per_s_whole_run": round(total_landed / result.seconds, 1),
-        "loadtest_success_rate": round(ok / fetched, 4) if fetched else None,
-        "loadtest_success_rate_excl_injected": round(ok / (fetched - injected), 4)
-        if fetched > injected else None,
-        "loadtest_duplicate_fetches": int(dup),
-        "loadtest_rate_violations": violations,
-        "rate_violations_in_sim_stalls": in_sim_stalls,
-        "sim_loop_lag_max_ms": max(lag.values(), default=0.0),
-        "sim_seconds_stalled": sum(1 for v in lag.values() if v >= SIM_STALL_MS),
-        "sim_gc": result.sim_gc, "sim_stats_polls_failed": result.sim_polls_failed,
-        "sim_reniced": result.sim_reniced,
-        "loadtest_peak_rate_ratio": round(peak, 3),
-        "mean_latency_ms": _r(overall.mean_ms), "p99_latency_ms": _r(overall.quantile_ms(0.99)),
-        "pages_landed": total_landed, "staging_rows": int(staged_in_run),
-        "records": audit.records(conn),
-        "staging_backlog_at_end": drain["backlog_at_end"], "cleaning_left": drain["left"],
-        "cleaning_drain_s": drain["drain_s"],
-        "max_uncleaned": max((s.uncleaned for s in result.samples), default=0),
-        "rate_recovered_after_kill": recovery, "reasons": dict(reasons.most_common(8)),
-        "seed": SEED_FIGURES}
-
-
-def _fetch_window(samples: list[Sample], deadline: float) -> tuple[float, float]:
-    """(pages/s, seconds) from the first staged page to the workers' deadline: the
-    fetching itself, without process start-up and the drain of the last batches."""
-    inside = [s for s in samples if s.t <= deadline]
-    first = next((i for i, s in enumerate(inside) if s.total), None)
-    if first is None or len(inside) - first < 2:
-        return 0.0, 0.0
-    a = inside[max(first - 1, 0)]
-    b = inside[-1]
-    return round((b.total - a.total) / (b.t - a.t), 1), round(b.t - a.t, 1)
-
-
-def _recovery(samples: list[Sample], kill_at: float | None) -> float | None:
-    """Throughput in the minute after the kill's lease time vs the minute before the kill."""
-    if kill_at is None:
-        return None
-
-    def rate(a: float, b: float) -> float | None:
-        inside = [s for s in samples if a <= s.t <= b]
-        if len(inside) < 2:
-            return None
-        return (inside[-1].total - inside[0].total) / (inside[-1].t - inside[0].t)
-
-    before = rate(kill_at - 60, kill_at)
-    after = rate(kill_at + 90, kill_at + 150)
-    return round(after / before, 3) if before and after is not None else None
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)
-
-
-def result_json(result: LoadTestResult) -> str:
-    return json.dumps({"config": result.config.__dict__, "seconds": round(result.seconds, 1),
-                       "figures": result.figures, "workers": result.workers,
-                       "processes": result.processes, "killed": result.killed,
-                       "flow_runs": result.flow_runs}, indent=2)

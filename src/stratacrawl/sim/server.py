@@ -9,27 +9,24 @@ routing; ``/_sim/*`` endpoints (truth, control, stats) bypass them.
 from __future__ import annotations
 
 import asyncio
-import functools
-import gzip
 import json
 import random
 import re
 import threading
 import time
-import zlib
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
-import brotli
 from aiohttp import web
 
-from stratacrawl.gctune import GcPauses
 from stratacrawl.sim import content, render
+from stratacrawl.sim.cache import CachedPage, ResponseCache
+from stratacrawl.sim.loopwatch import LoopWatch
 from stratacrawl.sim.spec import SourceSpec
+from stratacrawl.sim.traps import big_body, gzip_bomb, stream
 
 Clock = Callable[[], datetime]
 _ITEM = re.compile(r"^/(article|product|api/prices)/(\d+)(?:;jsessionid=[0-9A-Za-z]+)?(?:/index\.html)?$")
@@ -37,164 +34,7 @@ _LIST = re.compile(r"^/(list|catalog)/(\d+)$")
 SESSION_COOKIE = "sim_session"
 ITEM_PREFIX = {"news": "article", "products": "product", "prices": "api/prices"}
 LIST_PREFIX = {"news": "list", "products": "catalog", "prices": None}
-BOMB_BYTES = 256 * 2**20
 HEAVY_BYTES = 256_000  # item pages above this are built and compressed off the event loop
-BIG_BYTES = 50 * 2**20
-
-
-class CachedPage:
-    """A rendered page with its validators and, once asked for, its compressed forms."""
-
-    __slots__ = ("_headers", "modified", "raw", "validators", "variants")
-
-    def __init__(self, raw: bytes, ctype: str, modified: datetime | None) -> None:
-        self.raw = raw
-        self.modified = modified.replace(microsecond=0) if modified else None
-        self.validators = {"ETag": render.etag_of(raw), "Vary": "Accept-Encoding",
-                           "Cache-Control": "max-age=60"}
-        if modified is not None:
-            self.validators["Last-Modified"] = format_datetime(modified.astimezone(UTC),
-                                                               usegmt=True)
-        charset = "; charset=utf-8" if ctype.startswith("text/") else ""
-        self._headers = {**self.validators, "Content-Type": ctype + charset}
-        self.variants: dict[str, tuple[bytes, dict[str, str]]] = {
-            "identity": (raw, self._headers)}
-
-    @property
-    def size(self) -> int:
-        return sum(len(b) for b, _ in self.variants.values())
-
-    def encoded(self, enc: str) -> tuple[bytes, dict[str, str]]:
-        variant = self.variants.get(enc)
-        if variant is None:
-            packed = (brotli.compress(self.raw, quality=1) if enc == "br"
-                      else gzip.compress(self.raw, compresslevel=1, mtime=0))
-            variant = (packed, {**self._headers, "Content-Encoding": enc})
-            self.variants[enc] = variant
-        return variant
-
-    def not_modified(self, request: web.Request) -> bool:
-        inm = request.headers.get("If-None-Match")
-        if inm is not None:
-            return self.validators["ETag"] in {t.strip() for t in inm.split(",")} or (
-                inm.strip() == "*")
-        ims = request.headers.get("If-Modified-Since")
-        if ims and self.modified is not None:
-            try:
-                return self.modified <= parsedate_to_datetime(ims)
-            except (TypeError, ValueError):
-                return False
-        return False
-
-
-class ResponseCache:
-    """LRU of rendered pages, bounded by the bytes of the raw bodies."""
-
-    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._data: OrderedDict[tuple[Any, ...], CachedPage] = OrderedDict()
-
-    def get(self, key: tuple[Any, ...]) -> CachedPage | None:
-        page = self._data.get(key)
-        if page is not None:
-            self._data.move_to_end(key)
-        return page
-
-    def put(self, key: tuple[Any, ...], page: CachedPage) -> None:
-        if key in self._data or len(page.raw) > self.max_bytes // 4:
-            return
-        self._data[key] = page
-        self.bytes += len(page.raw)
-        while self.bytes > self.max_bytes:
-            _, old = self._data.popitem(last=False)
-            self.bytes -= len(old.raw)
-
-
-_bomb: bytes | None = None
-_bomb_lock = threading.Lock()
-
-
-def gzip_bomb() -> bytes:
-    """256 MB of zeros, gzip-compressed to ~250 KB; built once per process."""
-    global _bomb
-    with _bomb_lock:
-        if _bomb is None:
-            comp = zlib.compressobj(9, zlib.DEFLATED, 31)
-            zeros = bytes(2**20)
-            parts = [comp.compress(zeros) for _ in range(BOMB_BYTES // len(zeros))]
-            _bomb = b"".join(parts) + comp.flush()
-        return _bomb
-
-
-@functools.cache
-def big_body() -> bytes:
-    return b"<html><body>" + b"x" * BIG_BYTES + b"</body></html>"
-
-
-class LoopWatch:
-    """How late the simulator's event loop runs, as the worst lag in each wall-clock
-    second. Arrivals are stamped when a handler runs: in a second after a stall, requests
-    that arrived during it are stamped together, so a reader of the per-second counts
-    needs to know when the stamping itself was late."""
-
-    EVERY_S = 0.02
-    KEEP_S = 3700
-
-    def __init__(self) -> None:
-        self.per_second: dict[int, float] = {}
-        self.gc = GcPauses()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.gc.install()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    def stop(self) -> None:
-        self.gc.uninstall()
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            due = time.monotonic() + self.EVERY_S
-            await asyncio.sleep(self.EVERY_S)
-            self.record(time.time(), time.monotonic() - due)
-
-    def record(self, at: float, lag_s: float) -> None:
-        second = int(at)
-        if lag_s > self.per_second.get(second, 0.0):
-            self.per_second[second] = lag_s
-            if len(self.per_second) > self.KEEP_S:
-                for old in sorted(self.per_second)[:100]:
-                    del self.per_second[old]
-
-    def recent_ms(self, seconds: int = 600, above_ms: float = 5.0) -> dict[str, float]:
-        """Seconds (of the last ``seconds``) whose worst lag passed ``above_ms``."""
-        floor = int(time.time()) - seconds
-        return {str(k): round(v * 1000, 1) for k, v in sorted(self.per_second.items())
-                if k >= floor and v * 1000 > above_ms}
-
-
-STREAM_CHUNK = 2**20
-
-
-async def _stream(request: web.Request, body: bytes, ctype: str) -> web.StreamResponse:
-    """``body`` a megabyte at a time, each write waiting for the socket: a client that
-    stops reading (a crawler at its size cap) ends it, instead of the whole body being
-    copied into the connection's buffer first."""
-    resp = web.StreamResponse(headers={"Content-Type": ctype})
-    resp.content_length = len(body)
-    await resp.prepare(request)
-    view = memoryview(body)
-    try:
-        for i in range(0, len(body), STREAM_CHUNK):
-            await resp.write(view[i:i + STREAM_CHUNK])
-        await resp.write_eof()
-    except (ConnectionError, RuntimeError):  # the client went away mid-body
-        pass
-    return resp
 
 
 class SourceServer:
@@ -320,7 +160,7 @@ class SourceServer:
             return web.Response(body=await asyncio.to_thread(gzip_bomb), headers={
                 "Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"})
         if path == "/download/archive.html":  # 50 MB, no compression: the size cap must hold
-            return await _stream(request, big_body(), "text/html")
+            return await stream(request, big_body(), "text/html")
         if path.startswith("/media/"):
             return web.Response(body=b"\xff\xd8\xff\xe0" + bytes(2000), content_type="image/jpeg")
         if path == "/broken/page.html":  # says gzip, is not

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from stratacrawl.loadtest.report import write_report
-from stratacrawl.loadtest.run import LoadTestConfig, run_loadtest
+from stratacrawl.loadtest.result import LoadTestConfig
+from stratacrawl.loadtest.run import run_loadtest
 from stratacrawl.scratch import scratch_runtime
 from stratacrawl.stack import HEARTBEAT_S
 
