@@ -283,6 +283,110 @@ async def drain_spool(comps: Components) -> DrainReport:
     return await drain(spool_for(comps), comps.pool, comps.ledger)
 
 
+class CrawlRun:
+    """What runs beside the fetching in one crawl process: the discovery loop (staged list
+    pages → frontier, with the periodic chores: the sources' effective rates, demotion,
+    eviction, URL-rule mining, the spool), and the idle check that ends an ``until_idle``
+    crawl."""
+
+    def __init__(self, comps: Components, sources: SourcesFile, writer: StagingWriter,
+                 run_id: str, report: CrawlReport,
+                 progress: Callable[[CrawlReport], None] | None = None) -> None:
+        self.comps = comps
+        self.sources = sources
+        self.writer = writer
+        self.run_id = run_id
+        self.report = report
+        self.progress = progress
+        # One discovery at a time in this process: the idle check must not look at the
+        # ledger while the loop holds list pages locked and their links are not yet tasks.
+        self.discovering = asyncio.Lock()
+        now = time.monotonic()
+        self._demote_every = comps.runtime.settings.demote_every_s
+        self._next = {"rates": 0.0, "mining": now + MINE_EVERY_S,
+                      "demotion": now + self._demote_every if self._demote_every else math.inf,
+                      "eviction": now + EVICT_CHECK_EVERY_S}
+
+    def _due(self, chore: str, every: float) -> bool:
+        now = time.monotonic()
+        if now < self._next[chore]:
+            return False
+        self._next[chore] = now + every
+        return True
+
+    async def chores(self) -> None:
+        """The periodic work of a crawl, each when its time comes."""
+        if self._due("rates", 1.0):   # what 429s did to the sources' pace
+            with contextlib.suppress(Exception):  # Redis away: shown next time
+                self.report.throttled = await effective_rates(
+                    self.comps.redis, {s.id: s.rate for s in self.sources.sources})
+        if self._demote_every and self._due("demotion", self._demote_every):
+            self.report.demoted += (await demote_safe(self.comps, max_rounds=1)).rows
+        if self._due("eviction", EVICT_CHECK_EVERY_S):   # hot over its budget → evict
+            await evict_safe(self.comps)
+        if self._due("mining", MINE_EVERY_S):   # fetched pages → URL rules
+            await mine_url_rules(self.comps, self.sources)
+
+    async def discover_loop(self, stop: asyncio.Event) -> None:
+        spool = spool_for(self.comps)
+        while not stop.is_set():
+            await self.chores()
+            try:
+                if not self.writer.degraded and spool.pending():
+                    drained = await drain_spool(self.comps)
+                    log.info("crawl: drained %d spooled rows", drained.rows)
+                async with self.discovering:
+                    found = await discover_staged(self.comps, self.sources)
+            except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
+                log.warning("crawl: discovery paused (%s)", e)
+                await asyncio.sleep(1.0)
+                continue
+            self.report.discovery.merge(found)
+            if self.progress:
+                self.progress(self.report)
+            if not found.links:
+                await asyncio.sleep(0.3)
+
+    async def idle(self) -> bool:
+        """Whether nothing is left for this crawl: all landed, discovered, and nothing due
+        within ``IDLE_HORIZON`` (nor leased to another live run)."""
+        comps, sources = self.comps, self.sources
+        await self.writer.flush()
+        if self.writer.degraded or spool_for(comps).pending():
+            return False  # what is spooled still has to land
+        try:
+            async with self.discovering:
+                found = await discover_staged(comps, sources, limit=10_000)
+            self.report.discovery.merge(found)
+            if found.queued or found.requeued or await undiscovered_pages(comps, sources):
+                return False  # another process is still turning list pages into tasks
+            if held := await comps.ledger.leased_by_others(sources.ids, self.run_id):
+                # Other runs' batches may still fail or find links; a dead run's leases
+                # (one under this very name, killed before this run started, too) are
+                # reclaimed within seconds of its heartbeat going stale. Not idle yet.
+                log.debug("crawl: idle here, waiting for %d tasks leased elsewhere", held)
+                return False
+            # Idle means nothing due within the next retry step either: a task that
+            # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
+            # part of this crawl, not work for the next one.
+            return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
+        except DB_DOWN:
+            return False
+
+    async def finish(self) -> None:
+        """After the fetching: this run's leases back to the others, the last pages
+        discovered and mined, what it committed demoted (within a bound)."""
+        comps, sources = self.comps, self.sources
+        # The writer has landed all it held: what this run still leases (batches cut
+        # short) goes back to the others at their next reclaim, not after a lease time.
+        with contextlib.suppress(*DB_DOWN, *RETRYABLE):
+            await Runs(pool=comps.pool).end(self.run_id)
+        self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+        with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
+            await mine_url_rules(comps, sources, force=True)
+        self.report.demoted += await demote_at_end(comps)
+
+
 async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = True,
                 seconds: float | None = None, worker_id: str | None = None,
                 progress: Callable[[CrawlReport], None] | None = None,
@@ -299,102 +403,30 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                              hot_urls=comps.hot_urls, spool=spool_for(comps), owner=run_id,
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:
-        worker = FetchWorker(comps=comps, sources=sources, writer=writer, worker_id=worker_id,
-                             run_id=run_id)
+        worker = FetchWorker.of(comps, sources=sources, writer=writer, worker_id=worker_id,
+                                run_id=run_id)
         report.sources = worker.stats
         report.latency = worker.latency
         report.active = worker.active
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
+        run = CrawlRun(comps, sources, writer, run_id, report, progress)
         stop = asyncio.Event()
-        # One discovery at a time in this process: the idle check must not look at the ledger
-        # while the loop holds list pages locked and their links are not yet tasks.
-        discovering = asyncio.Lock()
-
-        async def discover_loop() -> None:
-            spool = spool_for(comps)
-            next_mining = time.monotonic() + MINE_EVERY_S
-            demote_every = comps.runtime.settings.demote_every_s
-            next_demotion = time.monotonic() + demote_every if demote_every else math.inf
-            next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
-            next_rates = 0.0
-            rates = {s.id: s.rate for s in sources.sources}
-            while not stop.is_set():
-                if time.monotonic() >= next_rates:  # what 429s did to the sources' pace
-                    next_rates = time.monotonic() + 1.0
-                    with contextlib.suppress(Exception):  # Redis away: shown next time
-                        report.throttled = await effective_rates(comps.redis, rates)
-                if time.monotonic() >= next_demotion:  # committed fetches → warm
-                    next_demotion = time.monotonic() + demote_every
-                    report.demoted += (await demote_safe(comps, max_rounds=1)).rows
-                if time.monotonic() >= next_eviction:  # hot over its budget → evict
-                    next_eviction = time.monotonic() + EVICT_CHECK_EVERY_S
-                    await evict_safe(comps)
-                if time.monotonic() >= next_mining:  # fetched pages → URL rules
-                    next_mining = time.monotonic() + MINE_EVERY_S
-                    await mine_url_rules(comps, sources)
-                try:
-                    if not writer.degraded and spool.pending():
-                        drained = await drain_spool(comps)
-                        log.info("crawl: drained %d spooled rows", drained.rows)
-                    async with discovering:
-                        found = await discover_staged(comps, sources)
-                except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
-                    log.warning("crawl: discovery paused (%s)", e)
-                    await asyncio.sleep(1.0)
-                    continue
-                report.discovery.merge(found)
-                if progress:
-                    progress(report)
-                if not found.links:
-                    await asyncio.sleep(0.3)
-
-        async def idle() -> bool:
-            await writer.flush()
-            if writer.degraded or spool_for(comps).pending():
-                return False  # what is spooled still has to land
-            try:
-                async with discovering:
-                    found = await discover_staged(comps, sources, limit=10_000)
-                report.discovery.merge(found)
-                if found.queued or found.requeued or await undiscovered_pages(comps, sources):
-                    return False  # another process is still turning list pages into tasks
-                if held := await comps.ledger.leased_by_others(sources.ids, run_id):
-                    # Other runs' batches may still fail or find links; a dead run's leases
-                    # (one under this very name, killed before this run started, too) are
-                    # reclaimed within seconds of its heartbeat going stale. Not idle yet.
-                    log.debug("crawl: idle here, waiting for %d tasks leased elsewhere", held)
-                    return False
-                # Idle means nothing due within the next retry step either: a task that
-                # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
-                # part of this crawl, not work for the next one.
-                return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
-            except DB_DOWN:
-                return False
-
-        discoverer = asyncio.create_task(discover_loop())
+        discoverer = asyncio.create_task(run.discover_loop(stop))
         leases = asyncio.create_task(keep_leases(comps, run_id, stop))
         port = comps.runtime.settings.worker_metrics_port
         exporter = asyncio.create_task(serve_metrics(comps, sources, port=port, stop=stop)) \
             if port else None
         try:
-            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=idle)
+            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=run.idle)
         finally:
             stop.set()
             await discoverer
             await leases
             if exporter is not None:
                 await exporter
-    # The writer has landed all it held: what this run still leases (batches cut short)
-    # goes back to the others at their next reclaim, not after a lease time.
-    with contextlib.suppress(*DB_DOWN, *RETRYABLE):
-        await Runs(pool=comps.pool).end(run_id)
-    report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
-    with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
-        await mine_url_rules(comps, sources, force=True)
-    report.demoted += await demote_at_end(comps)
+    await run.finish()
     report.seconds = time.monotonic() - t0
     if progress:
         progress(report)
     return report
-

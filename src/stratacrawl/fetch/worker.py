@@ -19,11 +19,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.staging import StagedFetch, make_row
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
-from stratacrawl.components import Components
 from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
 from stratacrawl.fetch.outcomes import outcome_for
@@ -31,15 +33,22 @@ from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
+from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.links import canonical_link
 from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
-from stratacrawl.frontier.scheduler import Heartbeat
+from stratacrawl.frontier.scheduler import Heartbeat, Scheduler
+from stratacrawl.frontier.url_rules import UrlRules
+from stratacrawl.hot.client import HotRedis
+from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
+
+if TYPE_CHECKING:   # the wiring: components.py builds every store (it imports this one)
+    from stratacrawl.components import Components
 
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5
@@ -70,23 +79,35 @@ class SourceStats:
 
 
 class FetchWorker:
-    def __init__(self, *, comps: Components, sources: SourcesFile, writer: StagingWriter,
-                 worker_id: str, run_id: str | None = None, max_batches: int | None = None,
+    """Fetches batches for ``sources``: claims them from ``frontier`` in the order and
+    number ``scheduler`` gives, drops the variants ``url_rules`` make redundant and the
+    re-fetches past a daily budget, fetches under the sources' politeness (Redis), and
+    hands each page to ``writer``. ``hot_urls`` gives the validators of a conditional
+    request; ``pool`` keeps the sites' sessions; ``monitoring`` records live counters."""
+
+    def __init__(self, *, frontier: Frontier, scheduler: Scheduler, url_rules: UrlRules,
+                 hot_urls: HotURLState, redis: HotRedis, pool: AsyncConnectionPool,
+                 sources: SourcesFile, writer: StagingWriter, worker_id: str,
+                 run_id: str | None = None, max_batches: int = 64, monitoring: bool = True,
                  rng: random.Random | None = None,
                  on_result: Callable[[str, FetchResult], None] | None = None) -> None:
-        self.c = comps
+        self.frontier = frontier
+        self.ledger = frontier.ledger
+        self.scheduler = scheduler
+        self.url_rules = url_rules
+        self.hot_urls = hot_urls
         self.sources = sources
         self.writer = writer
         self.worker_id = worker_id  # the name: staging rows, heartbeats, traces
         self.run_id = run_id or worker_id  # this process: leases and slots
-        self.max_batches = max_batches or comps.runtime.settings.fetch_max_batches
+        self.max_batches = max_batches
         self.rng = rng or random.Random()
         self.on_result = on_result
-        self.politeness = Politeness(redis=comps.redis, rng=self.rng)
-        self.robots = RobotsCache(redis=comps.redis)
-        self.budget = RecrawlBudget(redis=comps.redis)
+        self.politeness = Politeness(redis=redis, rng=self.rng)
+        self.robots = RobotsCache(redis=redis)
+        self.budget = RecrawlBudget(redis=redis)
         self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
-        self.sessions = Sessions(redis=comps.redis, pool=comps.pool, worker=worker_id)
+        self.sessions = Sessions(redis=redis, pool=pool, worker=worker_id)
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
@@ -97,8 +118,16 @@ class FetchWorker:
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
         self._slots: dict[str, str] = {}  # slot holder → its source (renewed by the keeper)
-        self.live = (LiveMetrics(redis=comps.redis)
-                     if comps.runtime.settings.monitoring else None)
+        self.live = LiveMetrics(redis=redis) if monitoring else None
+
+    @classmethod
+    def of(cls, comps: Components, **kwargs: Any) -> FetchWorker:
+        """A worker over the stores of ``comps`` (its settings for batches and monitoring)."""
+        settings = comps.runtime.settings
+        kwargs.setdefault("max_batches", settings.fetch_max_batches)
+        kwargs.setdefault("monitoring", settings.monitoring)
+        return cls(frontier=comps.frontier, scheduler=comps.scheduler, url_rules=comps.url_rules,
+                   hot_urls=comps.hot_urls, redis=comps.redis, pool=comps.pool, **kwargs)
 
     # -- sessions (fetch/sessions.py) ---------------------------------------------------------
     @property
@@ -124,9 +153,9 @@ class FetchWorker:
             batch.tasks = await self._within_budget(source, batch, stats)
             if not batch.tasks:
                 return
-            await self.c.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
+            await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
             client = await self.client_for(source)
-            validators = await self.c.hot_urls.get_many([t.url_hash for t in batch.tasks])
+            validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
             results: list[tuple[ClaimedTask, FetchResult]] = []
             staged: list[StagedFetch] = []
             for task, hot in zip(batch.tasks, validators, strict=True):
@@ -183,7 +212,7 @@ class FetchWorker:
                               stats: SourceStats) -> list[ClaimedTask]:
         """The batch without the variants that a learned URL rule maps onto a URL the
         source already has a task for: those end ``REDUNDANT``, never fetched."""
-        pinned, learned = await self.c.url_rules.of(source)
+        pinned, learned = await self.url_rules.of(source)
         if not pinned and not learned:
             return batch.tasks
         targets: dict[int, tuple[str, str]] = {}
@@ -202,12 +231,12 @@ class FetchWorker:
                 targets[t.id] = (target, rule)
         if not targets:
             return batch.tasks
-        queued = await self.c.ledger.queued(source.id, [fp for fp, _ in targets.values()])
+        queued = await self.ledger.queued(source.id, [fp for fp, _ in targets.values()])
         redundant = [Outcome(t.id, TaskState.REDUNDANT, None, REDUNDANT_PREFIX + targets[t.id][1])
                      for t in batch.tasks if t.id in targets and targets[t.id][0] in queued]
         if not redundant:
             return batch.tasks
-        await self.c.frontier.complete(source.id, redundant, self.run_id)
+        await self.frontier.complete(source.id, redundant, self.run_id)
         stats.redundant += len(redundant)
         gone = {o.task_id for o in redundant}
         return [t for t in batch.tasks if t.id not in gone]
@@ -226,7 +255,7 @@ class FetchWorker:
         waiting = [Outcome(t.id, TaskState.PENDING, None,
                            f"recrawl budget: {source.recrawl.daily_budget} a day", next_day(now))
                    for t in again[granted:]]
-        await self.c.frontier.complete(source.id, waiting, self.run_id)
+        await self.frontier.complete(source.id, waiting, self.run_id)
         stats.over_budget += len(waiting)
         gone = {o.task_id for o in waiting}
         return [t for t in batch.tasks if t.id not in gone]
@@ -277,7 +306,7 @@ class FetchWorker:
     # -- the loop -----------------------------------------------------------------------------
     async def heartbeat(self) -> None:
         lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
-        await self.c.scheduler.beat(Heartbeat(
+        await self.scheduler.beat(Heartbeat(
             worker=self.run_id, depth=len(self.active) + self.writer.pending // 100,
             latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.active)))
 
@@ -289,8 +318,8 @@ class FetchWorker:
         now = time.monotonic()
         if now >= self._plan_until:  # weights and source order: not on every wake-up
             self._allowance = min(self.max_batches,
-                                  await self.c.scheduler.allowance(self.run_id))
-            self._order = await self.c.scheduler.order(self.sources.ids)
+                                  await self.scheduler.allowance(self.run_id))
+            self._order = await self.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
         running = Counter(self.active.values())
@@ -333,7 +362,7 @@ class FetchWorker:
         if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
             return None
         try:
-            batch = await self.c.frontier.claim(source.id, source.batch_size, self.run_id)
+            batch = await self.frontier.claim(source.id, source.batch_size, self.run_id)
         except BaseException:
             await self.politeness.release_slot(source.id, holder)
             raise
@@ -394,5 +423,5 @@ class FetchWorker:
             self.active.clear()
             slots_done.set()
             await slot_keeper
-            await self.c.scheduler.leave(self.run_id)
+            await self.scheduler.leave(self.run_id)
             await self.close()

@@ -88,8 +88,8 @@ async def test_batches_of_one_source_share_one_client_and_close_it(comps: Compon
 
     sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://127.0.0.1:9/"],
                                           "concurrency": 8}]})
-    worker = FetchWorker(comps=comps, sources=sources, writer=_writer(comps, tmp_path, "w1"),
-                         worker_id="w1")
+    worker = FetchWorker.of(comps, sources=sources, writer=_writer(comps, tmp_path, "w1"),
+                            worker_id="w1")
     source = sources.sources[0]
     clients = await asyncio.gather(*(worker.client_for(source) for _ in range(8)))
     assert len({id(c) for c in clients}) == 1        # eight batches starting together
