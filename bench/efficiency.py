@@ -115,6 +115,7 @@ async def _recrawl_day(specs: list[Any], day_s: float, sim_start: float) -> dict
                 first[(sid, int(m.group(1)))] = min(float(at), first.get((sid, int(m.group(1))),
                                                                       float(at)))
         lags, new_items = [], 0
+        by_rate: dict[int, list[float]] = {}
         for (sid, k), at in first.items():
             spec = by_id[sid]
             if at < counted_from or k < spec.backlog:
@@ -122,12 +123,15 @@ async def _recrawl_day(specs: list[Any], day_s: float, sim_start: float) -> dict
             new_items += 1
             published = sim_start + (published_at(spec, k) - spec.epoch).total_seconds() / SPEED
             lags.append(max(0.0, at - published) * SPEED)
+            by_rate.setdefault(int(spec.publish_every_s // 60), []).append(lags[-1])
         out["fixed" if fixed else "adaptive"] = {
             "fetches": fetches, "new_items": new_items,
             "fetches_per_new_item": fetches / max(new_items, 1),
             "freshness_lag_p50_s": round(statistics.median(lags), 1) if lags else None,
             "freshness_lag_p90_s": round(statistics.quantiles(lags, n=10)[-1], 1)
-            if len(lags) >= 10 else None}
+            if len(lags) >= 10 else None,
+            "lag_p50_s_by_publish_every_min": {m: round(statistics.median(v), 1)
+                                               for m, v in sorted(by_rate.items())}}
     return out
 
 
