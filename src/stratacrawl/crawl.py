@@ -262,11 +262,6 @@ async def discover_staged(comps: Components, sources: SourcesFile,
     return stats
 
 
-async def undiscovered_pages(comps: Components, sources: SourcesFile) -> bool:
-    """Whether staged seed/list/sitemap pages of these sources still wait for discovery."""
-    return await has_undiscovered(comps.pool, sources.ids)
-
-
 async def mine_url_rules(comps: Components, sources: SourcesFile, *,
                          force: bool = False) -> None:
     """Learn each source's URL rules from what was fetched since the last pass."""
@@ -358,7 +353,7 @@ class CrawlRun:
             async with self.discovering:
                 found = await discover_staged(comps, sources, limit=10_000)
             self.report.discovery.merge(found)
-            if found.queued or found.requeued or await undiscovered_pages(comps, sources):
+            if found.queued or found.requeued or await has_undiscovered(comps.pool, sources.ids):
                 return False  # another process is still turning list pages into tasks
             if held := await comps.ledger.leased_by_others(sources.ids, self.run_id):
                 # Other runs' batches may still fail or find links; a dead run's leases

@@ -14,7 +14,7 @@ from typing import Literal
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.tasks import ClaimedTask, NewTask, Outcome, TaskState
+from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
 
 
 def _claim_columns(t: str = "tasks") -> str:
@@ -24,6 +24,14 @@ def _claim_columns(t: str = "tasks") -> str:
             "lease_expires_at, trace_id, recrawl_s").split(", ")
     return (", ".join(f"{t}.{c}" for c in cols) + f", CASE WHEN {t}.recrawl_s IS NOT NULL THEN "
             f"(SELECT u.content_hash FROM url_state u WHERE u.url_hash = {t}.url_hash) END")
+
+
+def _change_history(changed: str) -> str:
+    """The ``SET`` items that add one fetch to a recurring task's change history:
+    ``changed`` is a SQL boolean (NULL: the fetch could not tell)."""
+    return (f"revisits = t.revisits + ({changed} IS NOT NULL)::int, "
+            f"changes = t.changes + ({changed} IS TRUE)::int, "
+            f"changed_at = CASE WHEN {changed} THEN now() ELSE t.changed_at END")
 
 
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
@@ -101,7 +109,7 @@ class Ledger:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'PENDING', due_at = now(), updated_at = now() "
-                "WHERE source_id = %s AND kind IN ('seed', 'list', 'sitemap') AND state IN "
+                f"WHERE source_id = %s AND kind IN ({LISTS_SQL}) AND state IN "
                 "('SUCCEEDED', 'FAILED') AND COALESCE(finished_at, updated_at) < now() - %s",
                 (source_id, cadence))
             return cur.rowcount
@@ -189,10 +197,7 @@ class Ledger:
             "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
             "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
             "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
-            "recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), "
-            "revisits = t.revisits + (o.changed IS NOT NULL)::int, "
-            "changes = t.changes + (o.changed IS TRUE)::int, "
-            "changed_at = CASE WHEN o.changed THEN now() ELSE t.changed_at END, "
+            f"recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), {_change_history('o.changed')}, "
             "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
             "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
             "unnest(%s::timestamptz[]) AS due_at, unnest(%s::real[]) AS recrawl_s, "
@@ -224,9 +229,7 @@ class Ledger:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 f"UPDATE tasks t SET recrawl_s = {interval}, due_at = t.due_at + make_interval("
-                f"secs => {interval} - t.recrawl_s), revisits = t.revisits + 1, "
-                "changes = t.changes + g.new::int, "
-                "changed_at = CASE WHEN g.new THEN now() ELSE t.changed_at END "
+                f"secs => {interval} - t.recrawl_s), {_change_history('g.new')} "
                 "FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::bool[]) AS new, "
                 "unnest(%s::real[]) AS lo, unnest(%s::real[]) AS hi) g WHERE t.id = g.id "
                 "AND t.state = 'PENDING' AND t.recrawl_s IS NOT NULL",

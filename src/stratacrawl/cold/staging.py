@@ -18,7 +18,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import Ledger
-from stratacrawl.cold.tasks import LISTS, Outcome, TaskState
+from stratacrawl.cold.tasks import LISTS, LISTS_SQL, Outcome, TaskState
 
 COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", "final_url",
            "status", "headers", "content_type", "body", "body_encoding", "body_bytes",
@@ -134,7 +134,7 @@ async def claim_undiscovered(conn: AsyncConnection, limit: int) -> list[Undiscov
     discoverers take the next ones)."""
     cur = await conn.execute(
         "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id "
-        "FROM staging WHERE discovered_at IS NULL AND kind IN ('seed', 'list', 'sitemap') "
+        f"FROM staging WHERE discovered_at IS NULL AND kind IN ({LISTS_SQL}) "
         "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
     return list(await cur.fetchall())
 
@@ -152,7 +152,7 @@ async def has_undiscovered(pool: AsyncConnectionPool, source_ids: Sequence[str])
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
-            "AND kind IN ('seed', 'list', 'sitemap') AND source_id = ANY(%s))",
+            f"AND kind IN ({LISTS_SQL}) AND source_id = ANY(%s))",
             (list(source_ids),))
         row = await cur.fetchone()
         return bool(row and row[0])
@@ -208,6 +208,14 @@ async def clean_states(pool: AsyncConnectionPool, source_ids: Sequence[str]
         return out
 
 
+async def staged_counts(pool: AsyncConnectionPool) -> dict[str, tuple[int, int]]:
+    """Per source: (item pages waiting to be cleaned, pages staged)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT source_id, count(*) FILTER (WHERE clean_state = 'new'), count(*) "
+            "FROM staging GROUP BY 1 ORDER BY 1")
+        return {str(s): (int(items), int(total)) for s, items, total in await cur.fetchall()}
+
 async def format_error_counts(pool: AsyncConnectionPool, source_ids: Sequence[str],
                               window: timedelta) -> list[tuple[str, int, int, int, int]]:
     """Per source: cleaned item pages and format errors within ``window``, and the same in
@@ -249,12 +257,3 @@ async def drop_partition(pool: AsyncConnectionPool, name: str,
             copied = cur.rowcount
         await conn.execute(f'DROP TABLE "{name}"')
     return copied
-
-
-async def staged_counts(pool: AsyncConnectionPool) -> dict[str, tuple[int, int]]:
-    """Per source: (item pages waiting to be cleaned, pages staged)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT source_id, count(*) FILTER (WHERE clean_state = 'new'), count(*) "
-            "FROM staging GROUP BY 1 ORDER BY 1")
-        return {str(s): (int(items), int(total)) for s, items, total in await cur.fetchall()}

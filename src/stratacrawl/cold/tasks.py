@@ -22,6 +22,7 @@ class TaskState(StrEnum):
 
 
 LISTS = ("seed", "list", "sitemap")  # kinds of page that recur (their links change)
+LISTS_SQL = ", ".join(f"'{k}'" for k in LISTS)   # the same, for ``kind IN (…)``
 URGENT = 10  # priority of urgent submissions: ahead of every scheduled task
 
 

@@ -85,17 +85,6 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, after: dateti
         return [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
 
 
-async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict[str, int]:
-    """The last HTTP status of each of these URLs that was fetched."""
-    if not url_hashes:
-        return {}
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%s) "
-            "AND http_status IS NOT NULL", (list(url_hashes),))
-        return {str(h): int(s) for h, s in await cur.fetchall()}
-
-
 @dataclass
 class CanonicalCounts:
     """A source's rel=canonical links the miner met: used as evidence, or ignored."""

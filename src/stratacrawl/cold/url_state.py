@@ -28,6 +28,17 @@ async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
 
 
+async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict[str, int]:
+    """The last HTTP status of each of these URLs that was fetched."""
+    if not url_hashes:
+        return {}
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%s) "
+            "AND http_status IS NOT NULL", (list(url_hashes),))
+        return {str(h): int(s) for h, s in await cur.fetchall()}
+
+
 async def url_facts(pool: AsyncConnectionPool, url_hash: str) -> tuple[Any, ...] | None:
     """(source, URL, title, last crawled, status, content fingerprint, ETag,
     Last-Modified) of one URL, or None."""

@@ -234,12 +234,8 @@ class FetchWorker:
         queued = await self.ledger.queued(source.id, [fp for fp, _ in targets.values()])
         redundant = [Outcome(t.id, TaskState.REDUNDANT, None, REDUNDANT_PREFIX + targets[t.id][1])
                      for t in batch.tasks if t.id in targets and targets[t.id][0] in queued]
-        if not redundant:
-            return batch.tasks
-        await self.frontier.complete(source.id, redundant, self.run_id)
         stats.redundant += len(redundant)
-        gone = {o.task_id for o in redundant}
-        return [t for t in batch.tasks if t.id not in gone]
+        return await self._set_aside(source, batch, redundant)
 
     async def _within_budget(self, source: Source, batch: Batch,
                              stats: SourceStats) -> list[ClaimedTask]:
@@ -251,13 +247,21 @@ class FetchWorker:
         granted = await self.budget.take(source, len(again))
         if granted == len(again):
             return batch.tasks
-        now = datetime.now(UTC)
+        tomorrow = next_day(datetime.now(UTC))
         waiting = [Outcome(t.id, TaskState.PENDING, None,
-                           f"recrawl budget: {source.recrawl.daily_budget} a day", next_day(now))
+                           f"recrawl budget: {source.recrawl.daily_budget} a day", tomorrow)
                    for t in again[granted:]]
-        await self.frontier.complete(source.id, waiting, self.run_id)
         stats.over_budget += len(waiting)
-        gone = {o.task_id for o in waiting}
+        return await self._set_aside(source, batch, waiting)
+
+    async def _set_aside(self, source: Source, batch: Batch,
+                         outcomes: list[Outcome]) -> list[ClaimedTask]:
+        """Record these outcomes of claimed tasks that will not be fetched; the batch
+        without them."""
+        if not outcomes:
+            return batch.tasks
+        await self.frontier.complete(source.id, outcomes, self.run_id)
+        gone = {o.task_id for o in outcomes}
         return [t for t in batch.tasks if t.id not in gone]
 
     async def keep_slots(self, stop: asyncio.Event) -> None:

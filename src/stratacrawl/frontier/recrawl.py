@@ -101,8 +101,3 @@ class RecrawlBudget:
             await self.redis.expire(key, BUDGET_TTL_S)
         # the counter counts what was asked for; the grant is what was left before this ask
         return max(0, min(wanted, limit - (total - wanted)))
-
-    async def used(self, source: Source, now: datetime | None = None) -> int:
-        day = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
-        raw = await self.redis.get(keys.recrawl_budget(source.id, day))
-        return min(int(raw or 0), source.recrawl.daily_budget or int(raw or 0))

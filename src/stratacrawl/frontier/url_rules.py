@@ -33,8 +33,8 @@ from stratacrawl.cold.url_rules import (
     load_rules,
     save_canonical_counts,
     save_rules,
-    statuses,
 )
+from stratacrawl.cold.url_state import statuses
 from stratacrawl.errors import InvalidURL
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
@@ -133,11 +133,11 @@ class UrlRules:
                 counts.looped += 1
             else:
                 candidates.append((url, target))
-        unknown = [t for _, t in candidates if t not in sample.pages]
-        status = await statuses(self.pool, [canonical_fingerprint(t) for t in unknown])
+        unknown = {t: canonical_fingerprint(t) for _, t in candidates if t not in sample.pages}
+        status = await statuses(self.pool, list(unknown.values()))
         pairs: dict[str, str] = {}
         for url, target in candidates:
-            code = 200 if target in sample.pages else status.get(canonical_fingerprint(target))
+            code = status.get(unknown[target]) if target in unknown else 200
             if code is None:
                 continue   # not fetched yet: judged in a later pass
             if code >= 400:
