@@ -36,6 +36,13 @@ def parse_duration(text: str | int | float) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
+def _check_duration(value: str | None) -> str | None:
+    """A duration field's text, kept as written once it parses (None: not set)."""
+    if value is not None:
+        parse_duration(value)
+    return value
+
+
 def _check_regexes(values: list[str]) -> list[str]:
     for v in values:
         try:
@@ -127,11 +134,7 @@ class AlertThresholds(_Strict):
     stopped_after: str = "15m"                                     # no success, work due: P0
     min_requests: Annotated[int, Field(ge=1)] = 20                 # rates need this many
 
-    @field_validator("stopped_after")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        parse_duration(v)
-        return v
+    _duration = field_validator("stopped_after")(_check_duration)
 
 
 class UrlRules(_Strict):
@@ -174,12 +177,7 @@ class Recrawl(_Strict):
     items: bool = False
     daily_budget: Annotated[int, Field(ge=0)] | None = None
 
-    @field_validator("max_interval")
-    @classmethod
-    def _duration(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
+    _duration = field_validator("max_interval")(_check_duration)
 
 
 class Source(_Strict):
@@ -225,11 +223,7 @@ class Source(_Strict):
             raise ValueError("not an absolute http(s) URL: " + ", ".join(bad))
         return v
 
-    @field_validator("cadence", "freshness")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        parse_duration(v)
-        return v
+    _duration = field_validator("cadence", "freshness")(_check_duration)
 
     @model_validator(mode="after")
     def _required_fields_exist(self) -> Source:
