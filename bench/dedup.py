@@ -18,7 +18,7 @@ import uvloop
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
-from stratacrawl.components import Components
+from stratacrawl.wiring import Components
 
 BATCH = 10_000
 

@@ -36,9 +36,9 @@ from bench.servers import bench_runtime
 from bench.site import simulated_site
 from stratacrawl.cold.db import libpq_url
 from stratacrawl.loadtest.prefect_pool import PrefectPool
-from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
 from stratacrawl.settings import Settings
+from stratacrawl.wiring import Runtime
 
 QUEUE = "bench"
 OVERHEAD_TASKS = 40

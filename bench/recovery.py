@@ -19,8 +19,8 @@ import uvloop
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
-from stratacrawl.components import Components
-from stratacrawl.tiers.recovery import BLOOM_CHUNK, recover
+from stratacrawl.tiers.recovery import BLOOM_CHUNK
+from stratacrawl.wiring import Components
 
 SOURCES = 50
 
@@ -62,11 +62,11 @@ async def _measure(known: int, queued: int) -> dict[str, float]:
             populate_s = time.monotonic() - t0
             await c.es.index(index=rt.layout.index("url_dedup", datetime.now(UTC)),
                              id="marker", document={"url_hash": "marker"}, refresh=True)
-            await recover(c)                          # the filter as it was before the loss
+            await c.recovery().run()                          # the filter as it was before the loss
             used_mb = (await c.redis.info("memory"))["used_memory"] / 1e6
             await c.redis.flushdb()                   # Redis loses everything
             t0 = time.monotonic()
-            report = await recover(c)
+            report = await c.recovery().run()
             full = time.monotonic() - t0
             t1 = time.monotonic()
             batch = await c.frontier.claim("s1", 10, "bench")

@@ -23,12 +23,12 @@ from elasticsearch.helpers import async_bulk
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.cold.url_state import unsynced
-from stratacrawl.components import Components
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import sink_warm
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.url_docs import warm_docs
+from stratacrawl.wiring import Components
 
 
 async def _measure(n: int) -> dict[str, float]:

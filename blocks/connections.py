@@ -1,5 +1,5 @@
-"""Connection blocks. Each holds configuration only and turns it into core settings;
-the core builds the clients (a block holds configuration; the core builds clients from it)."""
+"""Connection blocks. Each holds configuration only and turns it into core settings
+(``settings_overrides``); the core's wiring builds the clients from those settings."""
 
 from __future__ import annotations
 

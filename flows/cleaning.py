@@ -7,9 +7,10 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import flow_sources, publish_table, runtime, step
+from flows.common import flow_sources, load_settings, publish_table, step
 from stratacrawl.clean.cleaner import Cleaner, clean_staged
 from stratacrawl.tuning import tune_long_running
+from stratacrawl.wiring import open_app
 
 
 @flow(name="cleaning", log_prints=True)
@@ -21,8 +22,8 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
     beside running fetches); with ``reclean_source`` and ``reclean_day``, re-clean
     that source-day first (after a rule fix: records are replaced, never duplicated)."""
     tune_long_running()
-    async with runtime(sources=sources_file) as (rt, comps):
-        sources = flow_sources(rt.settings, reclean_source=reclean_source)
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        sources = flow_sources(comps.settings, reclean_source=reclean_source)
         reset = 0
         if reclean_source and reclean_day:
             reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: Cleaner(

@@ -1,10 +1,11 @@
-"""What every flow does first: settings from blocks and environment, tiers up."""
+"""What the flows share: settings from blocks and environment (the tiers themselves are
+opened by :func:`stratacrawl.wiring.open_app`), the sources file of a run, artifacts, and
+steps as task runs."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvloop
@@ -21,10 +22,7 @@ from prefect.concurrency.asyncio import concurrency
 
 from blocks.connections import BLOCK_NAMES
 from flows.retries import TRANSIENT
-from stratacrawl.components import Components, open_components
 from stratacrawl.errors import ConfigError, StratacrawlError
-from stratacrawl.runtime import Runtime
-from stratacrawl.services import Services
 from stratacrawl.settings import Settings
 from stratacrawl.sources import SourcesFile, load_sources
 
@@ -63,18 +61,6 @@ def flow_sources(settings: Settings, **chosen: str | None) -> SourcesFile:
             raise ConfigError(f"parameter {parameter}: no source {value!r} in "
                               f"{settings.sources}; have: {', '.join(ids)}")
     return sources
-
-
-@contextlib.asynccontextmanager
-async def runtime(**overrides: Any) -> AsyncIterator[tuple[Runtime, Components]]:
-    """Tiers and open components for one flow run: configured servers, or embedded ones
-    (stopped afterwards unless already running, e.g. under ``stratacrawl up``)."""
-    settings = await load_settings(**overrides)
-    with Services(settings) as endpoints:
-        rt = Runtime(settings, endpoints)
-        await rt.prepare()
-        async with open_components(rt) as comps:
-            yield rt, comps
 
 
 async def publish(key: str, title: str, lines: list[str]) -> None:

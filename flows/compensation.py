@@ -7,15 +7,16 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import publish_table, runtime, step
+from flows.common import load_settings, publish_table, step
 from stratacrawl.tiers.compensation import compensate
+from stratacrawl.wiring import open_app
 
 
 @flow(name="compensation", log_prints=True)
 async def compensation(overdue_after_hours: float | None = None) -> dict[str, dict[str, int]]:
-    async with runtime() as (rt, comps):
-        hours = overdue_after_hours or rt.settings.compensate_after_h
-        report = await compensate(comps, overdue_after=timedelta(hours=hours),
+    async with open_app(await load_settings()) as comps:
+        hours = overdue_after_hours or comps.settings.compensate_after_h
+        report = await compensate(comps.frontier, overdue_after=timedelta(hours=hours),
                                   run=step)  # a task run per step
     out = {sid: {"reclaimed": r.reclaimed, "rescheduled": r.rescheduled, "released": r.released,
                  "unfinished": sum(r.unfinished.values()), "failed_24h": r.failed_24h}

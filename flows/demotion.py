@@ -10,15 +10,16 @@ import time
 
 from prefect import flow
 
-from flows.common import figures, publish_table, runtime, step
+from flows.common import figures, load_settings, publish_table, step
 from stratacrawl.tiers.demotion import demote
+from stratacrawl.wiring import open_app
 
 
 @flow(name="demotion", log_prints=True)
 async def demotion() -> dict[str, object]:
     t0 = time.monotonic()
-    async with runtime() as (rt, comps):
-        stats = await step("demote to warm", lambda: demote(comps.pool, comps.es, rt.layout))
+    async with open_app(await load_settings()) as comps:
+        stats = await step("demote to warm", lambda: demote(comps.pool, comps.es, comps.runtime.layout))
     summary: dict[str, object] = {"rows": stats.rows, "docs": stats.docs, "busy": stats.busy,
                                   "error": stats.error,
                                   "seconds": round(time.monotonic() - t0, 1)}

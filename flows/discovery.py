@@ -6,19 +6,20 @@ import functools
 
 from prefect import flow
 
-from flows.common import figures, flow_sources, publish_table, runtime, step
+from flows.common import figures, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import discover_staged, seed
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.sources import SourcesFile
+from stratacrawl.wiring import open_app
 
 
 @flow(name="discovery", log_prints=True)
 async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> dict[str, int]:
     """Enqueue due seeds and sitemaps, then expand up to ``max_pages`` staged list pages."""
-    async with runtime(sources=sources_file) as (rt, comps):
-        sources = flow_sources(rt.settings)
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        sources = flow_sources(comps.settings)
         robots = RobotsCache(redis=comps.redis)
         politeness = Politeness(redis=comps.redis)
         stats = DiscoveryStats()

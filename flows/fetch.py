@@ -13,10 +13,11 @@ from typing import Any
 
 from prefect import flow
 
-from flows.common import Progress, flow_sources, publish_table, runtime, step
+from flows.common import Progress, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
 from stratacrawl.tuning import tune_crawl_process
+from stratacrawl.wiring import open_app
 
 TABLE_KEY = "stratacrawl-fetch"
 PROGRESS_EVERY_S = 10.0
@@ -56,8 +57,8 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
     names its leases and staging rows (default: random); ``json_lines`` prints the
     progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
     tune_crawl_process()
-    async with runtime(sources=sources_file) as (rt, comps):
-        sources = flow_sources(rt.settings)
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        sources = flow_sources(comps.settings)
         report = CrawlReport()
         progress = Progress(f"fetch run: share of its {minutes:g} min budget spent")
 

@@ -9,8 +9,9 @@ from typing import Any
 from prefect import flow
 from prefect.events import emit_event
 
-from flows.common import flow_sources, publish, runtime, step
+from flows.common import flow_sources, load_settings, publish, step
 from stratacrawl.monitor.evaluate import evaluate
+from stratacrawl.wiring import open_app
 
 
 def emit(event: str, payload: dict[str, Any]) -> None:
@@ -25,10 +26,10 @@ def emit(event: str, payload: dict[str, Any]) -> None:
 
 @flow(name="monitor", log_prints=True)
 async def monitor(sources_file: str | None = None) -> dict[str, int]:
-    async with runtime(sources=sources_file) as (rt, comps):
-        sources = flow_sources(rt.settings)
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        sources = flow_sources(comps.settings)
         ev = await step("evaluate alert rules", lambda: evaluate(
-            comps, sources, hold_s=rt.settings.alert_hold_s, emit=emit))
+            comps.redis, comps.pool, sources, hold_s=comps.settings.alert_hold_s, emit=emit))
     lines = [f"- **{f.level} {f.rule}** {sid}: {f.message}" for sid, f, _ in ev.fired]
     lines += [f"- pending {f.level} {f.rule} {sid} ({held:.0f} s)" for sid, f, held in ev.pending]
     lines += [f"- resolved {rule} {sid}" for sid, rule in ev.resolved]

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish_table, runtime, step
-from stratacrawl.tiers.recovery import recover
+from flows.common import load_settings, publish_table, step
+from stratacrawl.wiring import open_app
 
 
 @flow(name="recovery", log_prints=True)
 async def recovery() -> dict[str, float]:
-    async with runtime() as (_, comps):
-        report = await recover(comps, run=step)  # a task run per step
+    async with open_app(await load_settings()) as comps:
+        report = await comps.recovery().run(step)  # a task run per step
     await publish_table("stratacrawl-recovery",
                         f"Recovery in {report.seconds:.2f} s; fetching could resume after "
                         f"{report.resumed_after_s:.2f} s",

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import publish, runtime, step
+from flows.common import load_settings, publish, step
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
+from stratacrawl.wiring import open_app
 
 
 @flow(name="staging-load", log_prints=True)
 async def staging_load() -> dict[str, int]:
-    async with runtime() as (rt, comps):
-        spool = Spool.of_state(rt.settings.state_path)
+    async with open_app(await load_settings()) as comps:
+        spool = Spool.of_state(comps.settings.state_path)
         report = await step("drain the spool", lambda: drain(spool, comps.pool, comps.ledger))
     summary = {"files": report.files, "rows": report.rows, "inserted": report.inserted,
                "damaged": len(report.failed or [])}

@@ -8,18 +8,19 @@ from datetime import timedelta
 
 from prefect import flow
 
-from flows.common import figures, publish_table, runtime, step
+from flows.common import figures, load_settings, publish_table, step
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.tiers.sinking import sink
+from stratacrawl.wiring import open_app
 
 
 @flow(name="tier-sinking", log_prints=True)
 async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
-    async with runtime(sources=sources_file) as (rt, comps):
-        s = rt.settings
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        s = comps.settings
         snapshots = snapshot_source_ids(s.sources)
-        r = await sink(redis=comps.redis, es=comps.es, pool=comps.pool, layout=rt.layout,
+        r = await sink(redis=comps.redis, es=comps.es, pool=comps.pool, layout=comps.runtime.layout,
                        warm_retention=timedelta(days=s.warm_retention_days),
                        staging_days=s.staging_retention_days, snapshot_sources=snapshots,
                        run=step)  # a task run per step

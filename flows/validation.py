@@ -8,9 +8,10 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import flow_sources, publish_link, publish_table, runtime, step
+from flows.common import flow_sources, load_settings, publish_link, publish_table, step
 from stratacrawl.errors import ValidationFailed
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
+from stratacrawl.wiring import open_app
 
 
 def check_rows(results: list[SuiteResult]) -> list[dict[str, object]]:
@@ -32,10 +33,10 @@ def _key(*parts: object) -> str:
 async def validation(sources_file: str | None = None, day: date | None = None,
                      days: int = 1, source: str | None = None) -> dict[str, bool]:
     """Check ``days`` days ending ``day`` (default today, UTC) for every source (or one)."""
-    async with runtime(sources=sources_file) as (rt, comps):
-        sources = flow_sources(rt.settings, source=source)
+    async with open_app(await load_settings(sources=sources_file)) as comps:
+        sources = flow_sources(comps.settings, source=source)
         chosen = [sources.get(source)] if source else sources.sources
-        v = Validator(settings=rt.settings, database_url=rt.database_url, pool=comps.pool)
+        v = Validator(settings=comps.settings, database_url=comps.runtime.database_url, pool=comps.pool)
         results: list[SuiteResult] = []
         for src in chosen:  # a task run per source-day, with its result
             for d in days_back(days, day):

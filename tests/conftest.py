@@ -23,9 +23,9 @@ import pytest
 import redis
 
 from stratacrawl.cold import db
-from stratacrawl.runtime import Runtime
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
+from stratacrawl.wiring import Runtime
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -163,7 +163,7 @@ async def rt(settings: Settings, tier_endpoints: Endpoints) -> AsyncIterator[Run
 
 @contextlib.asynccontextmanager
 async def small_components(rt: Runtime) -> AsyncIterator[object]:
-    from stratacrawl.components import open_components
+    from stratacrawl.wiring import open_components
 
     rt.settings.bloom_capacity = 100_000
     async with open_components(rt) as c:
@@ -220,3 +220,28 @@ async def cluster_comps(cluster_rt: Runtime) -> AsyncIterator[object]:
     """Open frontier components whose hot tier is the Redis Cluster."""
     async with small_components(cluster_rt) as c:
         yield c
+
+
+# -- the hot tier's contract: one test, both deployments --------------------------------
+
+HOT_TIERS = ("redis", "redis-cluster")
+
+
+@pytest.fixture(params=HOT_TIERS)
+def hot_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """This test's settings on a single Redis, then on the three-node Redis Cluster: a
+    test over ``hot_comps`` is a contract every hot deployment keeps."""
+    if request.param == "redis":
+        return settings
+    cluster = request.getfixturevalue("cluster_url")
+    return settings.model_copy(update={"redis_url": cluster, "redis_cluster": True})
+
+
+@pytest.fixture
+async def hot_comps(hot_settings: Settings,
+                    tier_endpoints: Endpoints) -> AsyncIterator[object]:
+    """Open components (small Bloom filter) on ``hot_settings``' hot tier."""
+    async with prepared_runtime(hot_settings, tier_endpoints.embedded) as runtime, \
+            small_components(runtime) as c:
+        yield c
+

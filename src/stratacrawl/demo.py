@@ -17,14 +17,13 @@ from stratacrawl.cold.url_rules import load_rules
 from stratacrawl.crawl import crawl
 from stratacrawl.inventory import take_inventory
 from stratacrawl.redact import redact
-from stratacrawl.session import open_session
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
-from stratacrawl.tiers.recovery import recover
 from stratacrawl.tiers.sinking import sink
 from stratacrawl.validate.runner import Validator, days_back
+from stratacrawl.wiring import open_app
 
 
 async def run_demo(settings: Settings, *, n_sources: int, seed: int,
@@ -41,7 +40,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
         sources_file.parent.mkdir(parents=True, exist_ok=True)
         sources_file.write_text(yaml.safe_dump(document, sort_keys=False))
         sources = parse_sources(document, str(sources_file))
-        async with open_session(settings) as comps:
+        async with open_app(settings) as comps:
             ep = comps.runtime.endpoints
             out(f"tiers: redis {redact(ep.redis_url)} · elasticsearch "
                 f"{redact(ep.elasticsearch_url)} · postgres {redact(ep.database_url)}")
@@ -90,7 +89,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                          f"sinking: {sunk.access_written_back} hot access records written back, "
                          f"{sunk.warm_deleted} warm documents past {settings.warm_retention_days} "
                          f"days, {len(sunk.indices_created)} weekly indices created ahead")
-            recovered = await recover(comps)
+            recovered = await comps.recovery().run()
             lines.append(f"recovery: {len(recovered.steps)} steps in {recovered.seconds:.2f} s ("
                          + "; ".join(f"{st.name}: {st.result}" for st in recovered.steps) + ")")
             inv = await take_inventory(comps.runtime)

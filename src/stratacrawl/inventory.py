@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from stratacrawl.cold.db import row_counts
 from stratacrawl.hot.client import key_count, used_memory_bytes
-from stratacrawl.runtime import Runtime
 from stratacrawl.warm.url_docs import docs_count
+from stratacrawl.wiring import Runtime
 
 COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts",
                "page_snapshots")

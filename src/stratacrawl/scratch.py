@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import redis
 
 from stratacrawl.cold.db import libpq_url, recreate_database, with_database
-from stratacrawl.runtime import Runtime
 from stratacrawl.services.cluster import EmbeddedRedisCluster
 from stratacrawl.services.resolve import Endpoints, Services
 from stratacrawl.settings import Settings
+from stratacrawl.wiring import Runtime
 
 
 @contextlib.contextmanager

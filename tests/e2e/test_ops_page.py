@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from stratacrawl.cold.metrics_history import read_minutes
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.families import collect
 from stratacrawl.monitor.web import serve
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
+from stratacrawl.wiring import Components
 from tests.helpers import dump_dom, require_chromium
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
@@ -37,7 +37,7 @@ async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Pa
     stop = asyncio.Event()
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=15.0)
-        server = asyncio.create_task(serve(comps, sources, port=port, stop=stop))
+        server = asyncio.create_task(serve(comps.redis, comps.pool, sources, port=port, stop=stop))
         crawling = asyncio.create_task(crawl(comps, sources, until_idle=True, seconds=120,
                                              flush_s=0.3))
         await asyncio.sleep(3)
@@ -45,7 +45,7 @@ async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Pa
         assert all(f'data-source="{s.id}"' in during for s in specs)
         await crawling
         after = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/", tmp_path / "c2")
-        truth = await collect(comps, sources.ids)
+        truth = await collect(comps.redis, comps.pool, sources.ids)
         for s in specs:
             row, m = cells(after, s.id), truth[s.id]
             assert row["requests"] == str(m.window.requests) and m.window.requests > 0

@@ -8,7 +8,7 @@ from elasticsearch import BadRequestError
 
 from stratacrawl.cold import db
 from stratacrawl.inventory import take_inventory
-from stratacrawl.runtime import Runtime, check_elasticsearch, check_postgres, check_redis
+from stratacrawl.wiring import Runtime, check_elasticsearch, check_postgres, check_redis
 
 pytestmark = pytest.mark.integration
 

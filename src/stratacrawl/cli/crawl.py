@@ -16,9 +16,9 @@ from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.progress import every, with_json_progress
-from stratacrawl.session import open_session
 from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_crawl_process
+from stratacrawl.wiring import open_app
 
 
 def report_table(report: CrawlReport) -> Table:
@@ -61,7 +61,7 @@ def crawl_cmd(
     async def main() -> CrawlReport:
         tune_crawl_process()
         report = CrawlReport()
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
                         worker_id=worker_id, report=report)
             if as_json:
@@ -103,7 +103,7 @@ def submit_cmd(
         raise
 
     async def main() -> DiscoveryStats:
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             stats = await comps.discovery.submit(src, urls)
         return stats
 
@@ -138,7 +138,7 @@ def url_rules_cmd(
                   f"{', '.join(sorted(configured))})")
 
     async def main() -> tuple[list[RuleRow], dict[str, CanonicalCounts]]:
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             return (await load_rules(comps.pool, source),
                     await load_canonical_counts(comps.pool, source))
 

@@ -14,11 +14,11 @@ from rich.markup import escape
 
 from stratacrawl.cli.common import EXIT_BAD_INPUT, EXIT_TIER, JSON, console, emit_json, settings
 from stratacrawl.errors import SourcesError, StratacrawlError
-from stratacrawl.runtime import Runtime, check_elasticsearch, check_postgres, check_redis
 from stratacrawl.services import Services
 from stratacrawl.services.embedded import Registry
 from stratacrawl.settings import Settings
 from stratacrawl.sources import load_sources
+from stratacrawl.wiring import Runtime, check_elasticsearch, check_postgres, check_redis
 
 
 def prefect_status(s: Settings) -> str:

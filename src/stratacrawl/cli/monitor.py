@@ -26,8 +26,8 @@ from stratacrawl.monitor.inspection import inspect
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom_rules import rules_document
 from stratacrawl.monitor.web import serve
-from stratacrawl.session import open_session
 from stratacrawl.sources import SourcesFile, load_sources
+from stratacrawl.wiring import open_app
 
 SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
                        help="The sources file.")
@@ -48,7 +48,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
 
     async def main() -> list[dict[str, object]]:
-        async with open_session(settings()) as c:
+        async with open_app(settings()) as c:
             return await LiveMetrics(redis=c.redis).trace(source, n)
 
     rows = run(main())
@@ -70,9 +70,9 @@ def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) ->
     s = settings()
 
     async def main() -> None:
-        async with open_session(s) as c:
+        async with open_app(s) as c:
             console.print(f"{what} on http://127.0.0.1:{port}/ (Ctrl-C stops)")
-            await serve(c, parsed, port=port, evaluate_every_s=evaluate_every,
+            await serve(c.redis, c.pool, parsed, port=port, evaluate_every_s=evaluate_every,
                         hold_s=s.alert_hold_s)
 
     run(main())
@@ -100,8 +100,8 @@ def monitor_cmd(sources: Path = SOURCES, as_json: bool = JSON) -> None:
     s = settings()
 
     async def main() -> Evaluation:
-        async with open_session(s) as c:
-            return await evaluate(c, parsed, hold_s=s.alert_hold_s)
+        async with open_app(s) as c:
+            return await evaluate(c.redis, c.pool, parsed, hold_s=s.alert_hold_s)
 
     ev = run(main())
     if as_json:
@@ -151,7 +151,7 @@ def inspect_cmd(as_json: bool = JSON) -> None:
     s = settings()
 
     async def main() -> Path:
-        async with open_session(s) as c:
+        async with open_app(s) as c:
             return await inspect(c.pool, s.state_path / "inspection")
 
     path = run(main())

@@ -28,10 +28,10 @@ from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.export import export_records
-from stratacrawl.session import open_session
 from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
+from stratacrawl.wiring import open_app
 
 SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
                        help="The sources file.")
@@ -86,7 +86,7 @@ def clean_cmd(
 
     async def main() -> tuple[int, CleanReport]:
         tune_long_running()
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             reset = 0
             if reclean and source and when:
                 reset = await Cleaner(pool=comps.pool, redis=comps.redis,
@@ -139,7 +139,7 @@ def validate_cmd(
 
     async def main() -> list[SuiteResult]:
         s = settings()
-        async with open_session(s) as comps:
+        async with open_app(s) as comps:
             v = Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
             return await v.validate(chosen, day_list)
 
@@ -170,7 +170,7 @@ def export_cmd(
     first, last = _day(since), _day(until) if until else None
 
     async def main() -> tuple[int, list[DayVerdict]]:
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             verdicts = await day_verdicts(comps.pool, source, first, last)
             held = [] if include_failed else [v for v in verdicts.values() if not v.success]
             n = await export_records(comps.pool, source_id=source, since=first, until=last,
@@ -216,7 +216,7 @@ def expectations_init(
         return wrote, write_config_variables(context, s)
 
     async def main() -> tuple[int, Path]:
-        async with open_session(s) as comps:
+        async with open_app(s) as comps:
             return await asyncio.to_thread(write, comps.runtime.database_url)
 
     wrote, variables = run(main())
@@ -229,7 +229,7 @@ def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),
     """Open alerts (format anomalies, failed checks), newest first."""
 
     async def main() -> None:
-        async with open_session(settings()) as comps:
+        async with open_app(settings()) as comps:
             alerts = await open_alerts(comps.pool, kind)
         if as_json:
             emit_json(alerts)

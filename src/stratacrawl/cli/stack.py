@@ -12,10 +12,10 @@ from rich.markup import escape
 from stratacrawl.cli.common import console, fail, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.redact import redact
-from stratacrawl.runtime import Runtime
 from stratacrawl.services import Services
 from stratacrawl.services.resolve import down as services_down
 from stratacrawl.stack import LocalStack, prefect_env, project_root
+from stratacrawl.wiring import Runtime
 
 
 def _sources_file(configured: Path, root: Path) -> Path:

@@ -11,13 +11,13 @@ from rich.table import Table
 
 from stratacrawl.cli.common import EXIT_FAILED, EXIT_TIER, JSON, console, emit_json, fail, run, settings
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.session import open_session
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.compensation import SourceCompensation, compensate
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.lookup import URLFacts, lookup
-from stratacrawl.tiers.recovery import RecoveryReport, recover
+from stratacrawl.tiers.recovery import RecoveryReport
 from stratacrawl.tiers.sinking import SinkReport, sink
+from stratacrawl.wiring import open_app
 
 
 def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized)."),
@@ -25,7 +25,7 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
     """What the tiers know about a URL, and which tier answered."""
 
     async def main() -> URLFacts | None:
-        async with open_session(settings()) as c:
+        async with open_app(settings()) as c:
             return await lookup(url, hot=c.hot_urls, es=c.es, layout=c.runtime.layout,
                                 pool=c.pool)
 
@@ -47,8 +47,8 @@ def recover_cmd(as_json: bool = JSON) -> None:
     """Rebuild hot (and warm, if empty) from cold; safe to run at any time."""
 
     async def main() -> RecoveryReport:
-        async with open_session(settings()) as c:
-            return await recover(c)
+        async with open_app(settings()) as c:
+            return await c.recovery().run()
 
     report = run(main())
     if as_json:
@@ -65,7 +65,7 @@ def demote_cmd(as_json: bool = JSON) -> None:
     s = settings()
 
     async def main() -> DemoteStats:
-        async with open_session(s) as c:
+        async with open_app(s) as c:
             return await demote(c.pool, c.es, c.runtime.layout)
 
     r = run(main())
@@ -95,7 +95,7 @@ def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
         raise
 
     async def main() -> SinkReport:
-        async with open_session(s) as c:
+        async with open_app(s) as c:
             return await sink(redis=c.redis, es=c.es, pool=c.pool, layout=c.runtime.layout,
                               warm_retention=timedelta(days=s.warm_retention_days),
                               staging_days=s.staging_retention_days, snapshot_sources=snapshots)
@@ -120,8 +120,8 @@ def compensate_cmd(after_h: float | None = typer.Option(
     s = settings()
 
     async def main() -> dict[str, SourceCompensation]:
-        async with open_session(s) as c:
-            return await compensate(c, overdue_after=timedelta(
+        async with open_app(s) as c:
+            return await compensate(c.frontier, overdue_after=timedelta(
                 hours=after_h if after_h is not None else s.compensate_after_h))
 
     report = run(main())

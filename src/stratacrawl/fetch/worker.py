@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -46,9 +45,6 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
-
-if TYPE_CHECKING:   # the wiring: components.py builds every store (it imports this one)
-    from stratacrawl.components import Components
 
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5
@@ -119,15 +115,6 @@ class FetchWorker:
         self._wake = asyncio.Event()
         self._slots: dict[str, str] = {}  # slot holder → its source (renewed by the keeper)
         self.live = LiveMetrics(redis=redis) if monitoring else None
-
-    @classmethod
-    def of(cls, comps: Components, **kwargs: Any) -> FetchWorker:
-        """A worker over the stores of ``comps`` (its settings for batches and monitoring)."""
-        settings = comps.runtime.settings
-        kwargs.setdefault("max_batches", settings.fetch_max_batches)
-        kwargs.setdefault("monitoring", settings.monitoring)
-        return cls(frontier=comps.frontier, scheduler=comps.scheduler, url_rules=comps.url_rules,
-                   hot_urls=comps.hot_urls, redis=comps.redis, pool=comps.pool, **kwargs)
 
     # -- sessions (fetch/sessions.py) ---------------------------------------------------------
     @property

@@ -32,10 +32,10 @@ from stratacrawl.loadtest.processes import (
 )
 from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult, Sample
 from stratacrawl.loadtest.summary import summarize, usage_figures
-from stratacrawl.runtime import Runtime
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.process import SimulatorProcess
+from stratacrawl.wiring import Runtime
 
 log = logging.getLogger(__name__)
 

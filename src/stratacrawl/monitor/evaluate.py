@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from psycopg_pool import AsyncConnectionPool
+
 from stratacrawl.cold.alerts import raise_alert, resolve_alerts
-from stratacrawl.components import Components
 from stratacrawl.hot import keys as hot_keys
+from stratacrawl.hot.client import HotRedis
 from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.history import prune, roll_up
 from stratacrawl.monitor.rules import LEVEL_SEVERITY, Finding, findings
@@ -41,13 +43,13 @@ class Evaluation:
 backlog_key = hot_keys.backlog
 
 
-async def _backlog_history(comps: Components, m: SourceMetrics,
+async def _backlog_history(redis: HotRedis, pool: AsyncConnectionPool, m: SourceMetrics,
                            now: float) -> list[tuple[float, int]]:
     key = backlog_key(m.source_id)
-    await comps.redis.zadd(key, {f"{now:.3f}:{m.ledger_backlog}": now})
-    await comps.redis.zremrangebyscore(key, 0, now - BACKLOG_WINDOW_S)
-    await comps.redis.expire(key, BACKLOG_WINDOW_S * 2)
-    raw = await comps.redis.zrange(key, 0, -1)
+    await redis.zadd(key, {f"{now:.3f}:{m.ledger_backlog}": now})
+    await redis.zremrangebyscore(key, 0, now - BACKLOG_WINDOW_S)
+    await redis.expire(key, BACKLOG_WINDOW_S * 2)
+    raw = await redis.zrange(key, 0, -1)
     out = []
     for item in raw:
         at, n = (item.decode() if isinstance(item, bytes) else str(item)).split(":")
@@ -55,40 +57,40 @@ async def _backlog_history(comps: Components, m: SourceMetrics,
     return out
 
 
-async def evaluate(comps: Components, sources: SourcesFile, *, hold_s: float = 180.0,
+async def evaluate(redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *, hold_s: float = 180.0,
                    emit: Emit | None = None, now: float | None = None) -> Evaluation:
     now = now or time.time()
-    metrics = await collect(comps, sources.ids, now)
-    await roll_up(comps.pool, comps.redis, sources.ids, metrics=metrics, now=now)  # charts
-    await prune(comps.pool, now)
+    metrics = await collect(redis, pool, sources.ids, now)
+    await roll_up(pool, redis, sources.ids, metrics=metrics, now=now)  # charts
+    await prune(pool, now)
     ev = Evaluation(metrics)
     for source in sources.sources:
         m = metrics[source.id]
         found = {f.rule: f for f in findings(m, source.alerts, now,
-                                             await _backlog_history(comps, m, now))}
+                                             await _backlog_history(redis, pool, m, now))}
         for rule in RULES:
             field_name = f"{rule}|{source.id}"
             f = found.get(rule)
             if f is None:
-                await comps.redis.hdel(PENDING, field_name)
-                if await resolve_alerts(comps.pool, kind=rule, source_id=source.id):
+                await redis.hdel(PENDING, field_name)
+                if await resolve_alerts(pool, kind=rule, source_id=source.id):
                     ev.resolved.append((source.id, rule))
                     log.info("alert resolved: %s %s", rule, source.id)
                     if emit:
                         emit("stratacrawl.alert.resolved", {"rule": rule, "source": source.id})
                 continue
-            await comps.redis.hsetnx(PENDING, field_name, f"{now:.3f}")
-            since = float(await comps.redis.hget(PENDING, field_name) or now)
+            await redis.hsetnx(PENDING, field_name, f"{now:.3f}")
+            since = float(await redis.hget(PENDING, field_name) or now)
             if now - since < hold_s:
                 ev.pending.append((source.id, f, now - since))
                 continue
             alert_id = await raise_alert(
-                comps.pool, kind=rule, source_id=source.id, message=f.message, level=f.level,
+                pool, kind=rule, source_id=source.id, message=f.message, level=f.level,
                 severity=LEVEL_SEVERITY[f.level], quiet_for=timedelta(days=3650),
                 details={"value": f.value, "held_s": round(now - since, 1)})
             if alert_id is None:
                 continue  # already firing: once is enough
-            await capture(comps, source.id, alert_id)
+            await capture(redis, pool, source.id, alert_id)
             ev.fired.append((source.id, f, alert_id))
             log.warning("alert %s %s: %s", f.level, rule, f.message,
                         extra={"source_id": source.id, "alert_id": alert_id})

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from psycopg_pool import AsyncConnectionPool
+
 from stratacrawl.cold import monitoring as q
-from stratacrawl.components import Components
 from stratacrawl.frontier.hot_queue import ready_key
+from stratacrawl.hot.client import HotRedis
 from stratacrawl.monitor.live import LiveMetrics, Window
 
 WINDOW_MIN = 5
@@ -47,17 +49,17 @@ class SourceMetrics:
         return self.window.ok / WINDOW_MIN
 
 
-async def collect(comps: Components, source_ids: list[str],
+async def collect(redis: HotRedis, pool: AsyncConnectionPool, source_ids: list[str],
                   now: float | None = None) -> dict[str, SourceMetrics]:
     """A snapshot of every family for these sources (a handful of grouped queries); the
     live windows end at ``now`` (default: the current time)."""
     out = {sid: SourceMetrics(sid) for sid in source_ids}
-    live = LiveMetrics(redis=comps.redis)
+    live = LiveMetrics(redis=redis)
     for sid, m in out.items():
         m.window = await live.window(sid, WINDOW_MIN, now=now)
         m.baseline = await live.window(sid, BASELINE_MIN, end_offset=WINDOW_MIN, now=now)
-        m.hot_backlog = int(await comps.redis.zcard(ready_key(sid)))
-    async with comps.pool.connection() as conn:
+        m.hot_backlog = int(await redis.zcard(ready_key(sid)))
+    async with pool.connection() as conn:
         for sid, backlog, due, lag in await q.ledger_backlog(conn, source_ids):
             m = out[sid]
             m.ledger_backlog, m.due_tasks, m.lag_s = backlog, due, lag

@@ -7,31 +7,33 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from psycopg_pool import AsyncConnectionPool
+
 from stratacrawl.cold import monitoring as q
-from stratacrawl.components import Components
 from stratacrawl.frontier.hot_queue import leased_key, ready_key
-from stratacrawl.hot.client import connections_in_use
+from stratacrawl.hot.client import HotRedis, connections_in_use
 from stratacrawl.monitor.live import LiveMetrics
 
 
-async def capture(comps: Components, source_id: str | None, alert_id: int | None) -> int:
+async def capture(redis: HotRedis, pool: AsyncConnectionPool, source_id: str | None,
+                  alert_id: int | None) -> int:
     """Take a snapshot, link it from ``alert_id``; returns its id."""
     queues: dict[str, Any] = {}
     active: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    async with comps.pool.connection() as conn:
+    async with pool.connection() as conn:
         if source_id is not None:
             active = await q.active_tasks(conn, source_id)
             queues["ledger"] = await q.task_states(conn, source_id)
             errors = await q.last_errors(conn, source_id)
     if source_id is not None:
-        queues["hot_ready"] = int(await comps.redis.zcard(ready_key(source_id)))
-        queues["hot_leased"] = int(await comps.redis.zcard(leased_key(source_id)))
-        trace = await LiveMetrics(redis=comps.redis).trace(source_id)
+        queues["hot_ready"] = int(await redis.zcard(ready_key(source_id)))
+        queues["hot_leased"] = int(await redis.zcard(leased_key(source_id)))
+        trace = await LiveMetrics(redis=redis).trace(source_id)
         errors = [{**t, "from": "trace"} for t in trace if t.get("error")] + errors
-    pool_states = {"postgres": comps.pool.get_stats(),
-                   "redis": {"in_use": connections_in_use(comps.redis)}}
-    async with comps.pool.connection() as conn, conn.transaction():
+    pool_states = {"postgres": pool.get_stats(),
+                   "redis": {"in_use": connections_in_use(redis)}}
+    async with pool.connection() as conn, conn.transaction():
         snapshot_id = await q.store_snapshot(
             conn, alert_id, source_id, json.dumps(active, default=str),
             json.dumps(pool_states, default=str), json.dumps(queues, default=str),

@@ -22,11 +22,12 @@ from html import escape
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.alerts import Alert, open_alerts
 from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validation_strip
 from stratacrawl.cold.validation_results import latest_per_source
-from stratacrawl.components import Components
+from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
@@ -85,9 +86,10 @@ def _page(title: str, body: str) -> web.Response:
 
 
 class OpsApp:
-    def __init__(self, comps: Components, sources: SourcesFile, *,
+    def __init__(self, redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *,
                  evaluate_every_s: float | None = None, hold_s: float = 180.0) -> None:
-        self.comps = comps
+        self.redis = redis
+        self.pool = pool
         self.sources = sources
         self.evaluate_every_s = evaluate_every_s
         self.hold_s = hold_s
@@ -114,13 +116,13 @@ class OpsApp:
         assert self.evaluate_every_s
         while True:
             try:
-                await evaluate(self.comps, self.sources, hold_s=self.hold_s)
+                await evaluate(self.redis, self.pool, self.sources, hold_s=self.hold_s)
             except Exception as e:  # a tier hiccup: the next round tries again
                 log.warning("monitor: evaluation failed: %s", e)
             await asyncio.sleep(self.evaluate_every_s)
 
     async def metrics(self, _: web.Request) -> web.Response:
-        self.collector.snapshot = await collect(self.comps, self.sources.ids)
+        self.collector.snapshot = await collect(self.redis, self.pool, self.sources.ids)
         self.collector.rates = await self._rates()
         return web.Response(body=generate_latest(self.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -128,11 +130,11 @@ class OpsApp:
     async def _rates(self) -> dict[str, tuple[float, float, float]]:
         """Per source: configured rate, effective rate (429s lower it), seconds held."""
         configured = {s.id: s.rate for s in self.sources.sources}
-        throttled = await effective_rates(self.comps.redis, configured)
+        throttled = await effective_rates(self.redis, configured)
         return {sid: (rate, *throttled.get(sid, (rate, 0.0))) for sid, rate in configured.items()}
 
     async def _validations(self) -> dict[str, tuple[bool, str, str | None]]:
-        return await latest_per_source(self.comps.pool)
+        return await latest_per_source(self.pool)
 
     async def _charts(self, request: web.Request, source_id: str | None, now: float) -> str:
         """The charts block of a page, over ``?hours=`` (default 24), with the window links.
@@ -145,13 +147,13 @@ class OpsApp:
         if not 0 < hours <= 24 * 7:
             raise web.HTTPBadRequest(text="hours: between 0 and 168")
         full = now - self._rolled_at > 600
-        await roll_up(self.comps.pool, self.comps.redis, self.sources.ids,
+        await roll_up(self.pool, self.redis, self.sources.ids,
                       minutes=120 if full else 2, now=now)
         if full:
             self._rolled_at = now
         since = datetime.fromtimestamp(now - hours * 3600, UTC)
-        rows = await read_minutes(self.comps.pool, since, source_id)
-        spans = await alert_spans(self.comps.pool, since, source_id)
+        rows = await read_minutes(self.pool, since, source_id)
+        spans = await alert_spans(self.pool, since, source_id)
         links = " · ".join(f"<b>{h} h</b>" if h == hours else f"<a href='?hours={h}'>{h} h</a>"
                            for h in WINDOWS_H)
         return (f"<p class='window'>window: {links}</p><div id='charts'>"
@@ -159,8 +161,8 @@ class OpsApp:
 
     async def index(self, request: web.Request) -> web.Response:
         now = time.time()
-        metrics = await collect(self.comps, self.sources.ids)
-        alerts = await open_alerts(self.comps.pool)
+        metrics = await collect(self.redis, self.pool, self.sources.ids)
+        alerts = await open_alerts(self.pool)
         checks = await self._validations()
         rates = await self._rates()
         rows = []
@@ -197,7 +199,7 @@ class OpsApp:
         sid = request.match_info["source_id"]
         if sid not in self.sources.ids:
             raise web.HTTPNotFound(text=f"no source {sid!r}")
-        trace = await LiveMetrics(redis=self.comps.redis).trace(sid)
+        trace = await LiveMetrics(redis=self.redis).trace(sid)
         rows = "".join(
             f"<tr class='{'bad' if t.get('error') else ''}'><td>{escape(str(t['at']))}</td>"
             f"<td>{escape(str(t['url']))}</td><td>{t.get('status') or ''}</td><td>{t['ms']}</td>"
@@ -206,7 +208,7 @@ class OpsApp:
         strip = "".join(
             f"<a href='{escape(docs or '#')}'><span class='{'pass' if ok else 'fail'}' "
             f"title='{day}: {'pass' if ok else 'FAIL'}'></span></a>"
-            for day, ok, docs in await validation_strip(self.comps.pool, sid))
+            for day, ok, docs in await validation_strip(self.pool, sid))
         body = (f"<p><a href='/'>all sources</a></p>{await self._charts(request, sid, time.time())}"
                 f"<h2>Validation, last 14 days</h2><p class='strip'>"
                 f"{strip or 'no validation yet'}</p>"
@@ -216,11 +218,11 @@ class OpsApp:
         return _page(f"Source {sid}", body)
 
 
-async def serve(comps: Components, sources: SourcesFile, *, host: str = "127.0.0.1",
+async def serve(redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *, host: str = "127.0.0.1",
                 port: int = 8090, evaluate_every_s: float | None = None, hold_s: float = 180.0,
                 stop: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set (or forever)."""
-    runner = web.AppRunner(OpsApp(comps, sources, evaluate_every_s=evaluate_every_s,
+    runner = web.AppRunner(OpsApp(redis, pool, sources, evaluate_every_s=evaluate_every_s,
                                   hold_s=hold_s).app())
     await runner.setup()
     await web.TCPSite(runner, host, port).start()

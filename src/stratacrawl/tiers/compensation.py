@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from stratacrawl.cold.runs import DEAD_AFTER
-from stratacrawl.components import Components
-from stratacrawl.frontier.frontier import LEVEL2_DELAY
+from stratacrawl.frontier.frontier import LEVEL2_DELAY, Frontier
 from stratacrawl.steps import StepRunner, run_directly
 
 
@@ -27,20 +26,21 @@ class SourceCompensation:
     failed_24h: int = 0
 
 
-async def compensate(comps: Components, *, overdue_after: timedelta,
+async def compensate(frontier: Frontier, *, overdue_after: timedelta,
                      run: StepRunner = run_directly) -> dict[str, SourceCompensation]:
-    """Reclaim expired leases, re-schedule overdue tasks, release parked batches, then
-    count what is unfinished and what failed; each step through ``run`` (a task run of
-    its own in a flow)."""
+    """Reclaim expired leases, re-schedule overdue tasks, release parked batches (in the
+    frontier's ledger), refill the hot queues of the sources touched, then count what is
+    unfinished and what failed; each step through ``run`` (a task run of its own in a
+    flow)."""
+    ledger = frontier.ledger
     report: dict[str, SourceCompensation] = {}
 
     def of(source_id: str) -> SourceCompensation:
         return report.setdefault(source_id, SourceCompensation())
 
     for source_id, _ in await run("reclaim expired leases",
-                                  lambda: comps.ledger.reclaim_expired(DEAD_AFTER)):
+                                  lambda: ledger.reclaim_expired(DEAD_AFTER)):
         of(source_id).reclaimed += 1
-    ledger = comps.ledger
     for sid in await run("re-schedule overdue tasks",
                          lambda: ledger.reschedule_overdue(overdue_after)):
         of(sid).rescheduled += 1
@@ -55,7 +55,7 @@ async def compensate(comps: Components, *, overdue_after: timedelta,
 
     async def refill() -> None:
         for sid in moved:
-            await comps.frontier.refill(sid, force=True)
+            await frontier.refill(sid, force=True)
 
     await run("refill hot queues", refill)
     return report

@@ -11,12 +11,12 @@ import pytest
 from stratacrawl.clean.anomaly import FORMAT_ANOMALY, check_format_anomalies
 from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.cold.alerts import open_alerts
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile
 from stratacrawl.urls import canonicalize
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration

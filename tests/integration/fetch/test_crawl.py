@@ -10,7 +10,6 @@ import pytest
 import zstandard
 from aiohttp.test_utils import make_mocked_request
 
-from stratacrawl.components import Components
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.frontier.links import canonical_link
@@ -19,6 +18,7 @@ from stratacrawl.sim import Behaviour, SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, parse_sources
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +169,7 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     effective = await Politeness(redis=comps.redis).effective_rates({sid: 40.0})
     assert effective and effective[sid][0] < 20.0  # still well under the configured 40/s
     assert report.to_json()["throttled"][sid]["rate"] < 40.0  # shown in crawl --json
-    ops = OpsApp(comps, sources_for(storm, rate=40.0))
+    ops = OpsApp(comps.redis, comps.pool, sources_for(storm, rate=40.0))
     metrics = (await ops.metrics(None)).body.decode()  # type: ignore[arg-type]
     line = next(ln for ln in metrics.splitlines() if ln.startswith(
         "stratacrawl_rate_per_second") and 'kind="effective"' in ln)

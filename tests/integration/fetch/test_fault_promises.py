@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
@@ -24,7 +23,7 @@ from stratacrawl.fetch.robots import RobotsCache, fetch_text
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
-from stratacrawl.tiers.recovery import recover
+from stratacrawl.wiring import Components
 from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items
 
@@ -179,10 +178,10 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     await demote(comps.pool, comps.es, layout)
     await comps.es.indices.refresh(index=index)
     assert (await comps.es.count(index=index))["count"] == 1
-    report = await recover(comps)
+    report = await comps.recovery().run()
     step = next(s for s in report.steps if s.name.startswith("re-index warm"))
     assert step.result.startswith("re-indexed"), step.result
     await comps.es.indices.refresh(index=index)
     assert (await comps.es.count(index=index))["count"] == synced
-    step = next(s for s in (await recover(comps)).steps if s.name.startswith("re-index warm"))
+    step = next(s for s in (await comps.recovery().run()).steps if s.name.startswith("re-index warm"))
     assert "as cold expects" in step.result  # nothing more to do

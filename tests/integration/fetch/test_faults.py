@@ -17,16 +17,14 @@ import pytest
 import yaml
 
 from stratacrawl.cold.db import ensure_database
-from stratacrawl.components import Components, open_components
 from stratacrawl.crawl import crawl
-from stratacrawl.runtime import Runtime
 from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import EmbeddedPostgres, free_port
 from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
-from stratacrawl.tiers.recovery import recover
+from stratacrawl.wiring import Components, Runtime, open_components
 from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
 
@@ -174,7 +172,7 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
                 await rt.prepare()
                 # What warm held before the kill is re-indexed by recovery; what was
                 # never demoted (warm was away) is backfilled by demotion from the watermark.
-                step = next(x for x in (await recover(c)).steps
+                step = next(x for x in (await c.recovery().run()).steps
                             if x.name.startswith("re-index warm"))
                 assert step.result.startswith("re-indexed"), step.result
                 await demote(c.pool, c.es, rt.layout)

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from stratacrawl.components import Components
 from stratacrawl.fetch.fetcher import (
     LARGE_BODIES_AT_ONCE,
     LARGE_BODY_BYTES,
@@ -19,6 +18,7 @@ from stratacrawl.fetch.fetcher import (
 from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.sources import parse_sources
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,10 @@ import pytest
 
 from stratacrawl.cold.staging import StagedFetch, make_row
 from stratacrawl.cold.tasks import NewTask, TaskState
-from stratacrawl.components import Components
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import pytest
 
 from stratacrawl.cold.staging import StagedFetch, make_row
 from stratacrawl.cold.tasks import NewTask, TaskState
-from stratacrawl.components import Components
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 
@@ -83,12 +83,11 @@ async def test_a_failed_flush_stops_the_writer_and_keeps_the_leases(comps: Compo
 
 async def test_batches_of_one_source_share_one_client_and_close_it(comps: Components,
                                                                    tmp_path: Path) -> None:
-    from stratacrawl.fetch.worker import FetchWorker
     from stratacrawl.sources import parse_sources
 
     sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://127.0.0.1:9/"],
                                           "concurrency": 8}]})
-    worker = FetchWorker.of(comps, sources=sources, writer=_writer(comps, tmp_path, "w1"),
+    worker = comps.fetch_worker(sources=sources, writer=_writer(comps, tmp_path, "w1"),
                             worker_id="w1")
     source = sources.sources[0]
     clients = await asyncio.gather(*(worker.client_for(source) for _ in range(8)))

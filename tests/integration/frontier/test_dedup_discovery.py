@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stratacrawl.components import Components
 from stratacrawl.frontier.bloom import BloomSpec
 from stratacrawl.frontier.dedup import Seen
 from stratacrawl.sources import Source
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,5 @@
-"""Ledger, hot queues and claims against real PostgreSQL and Redis."""
+"""Ledger, hot queues and claims against real PostgreSQL and Redis: every test over a
+single Redis and over the three-node Redis Cluster (the hot tier's contract)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stratacrawl.cold.tasks import URGENT, NewTask, Outcome, TaskState
-from stratacrawl.components import Components
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def comps(hot_comps: Components) -> Components:
+    return hot_comps
 
 
 def tasks(n: int, source: str = "s1", priority: int = 5, kind: str = "item") -> list[NewTask]:
@@ -255,18 +261,18 @@ async def test_state_machine_never_loses_or_double_leases(comps: Components, ops
     assert set(counts) <= {"SUCCEEDED", "FAILED"}
 
 
-def _claimer(db_url: str, redis_url: str, q: mp.Queue, ready: mp.Queue,  # type: ignore[type-arg]
-             go: object) -> None:
+def _claimer(db_url: str, redis_url: str, cluster: bool,
+             q: mp.Queue, ready: mp.Queue, go: object) -> None:  # type: ignore[type-arg]
     from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
     from stratacrawl.frontier.hot_queue import HotQueue
+    from stratacrawl.hot.client import connect
 
     async def main() -> list[int]:
-        import redis.asyncio as aioredis
-
         got: list[int] = []
-        async with aioredis.Redis.from_url(redis_url) as r, make_pool(db_url) as pool:
+        async with connect(redis_url, cluster=cluster, max_connections=8, pool_wait_s=30,
+                           connect_timeout_s=10) as r, make_pool(db_url) as pool:
             f = Frontier(ledger=Ledger(pool=pool), hot=HotQueue(redis=r, window=300))
             await r.ping()
             ready.put(True)
@@ -282,9 +288,9 @@ async def test_concurrent_claimer_processes_never_share_a_task(comps: Components
     await comps.frontier.add(tasks(3000))
     ctx = mp.get_context("spawn")
     q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_claimer, args=(comps.runtime.database_url,
-                                                comps.runtime.endpoints.redis_url, q, ready, go))
-             for _ in range(4)]
+    procs = [ctx.Process(target=_claimer, args=(
+        comps.runtime.database_url, comps.runtime.endpoints.redis_url,
+        comps.settings.redis_cluster, q, ready, go)) for _ in range(4)]
     for p in procs:
         p.start()
     for _ in procs:  # all connected: start together, so the work really can be shared

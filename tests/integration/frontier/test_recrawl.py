@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.recrawl import next_day
 from stratacrawl.sim import SimulatorThread
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration

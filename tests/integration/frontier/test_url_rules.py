@@ -9,10 +9,10 @@ import pytest
 
 from stratacrawl.cold.tasks import NewTask
 from stratacrawl.cold.url_rules import load_rules, save_rules
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration

@@ -14,13 +14,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from stratacrawl.cold.alerts import open_alerts
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.inspection import inspect
 from stratacrawl.monitor.prom import FAMILIES
 from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import SimulatorThread
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -42,15 +42,15 @@ async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: C
                                      [it["url"] for it in st.sim.truth()[bad.id]])
         await crawl(comps, sources, until_idle=False, seconds=8, flush_s=0.3)
         t0 = time.time()
-        first = await evaluate(comps, sources, hold_s=60, now=t0)
+        first = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0)
         # the failing source only: success (P1) and, as its 5xx are retried, retries (P2)
         assert {(s, f.rule, f.level) for s, f, _ in first.pending} == {
             (bad.id, "success_rate", "P1"), (bad.id, "retry_ratio", "P2")}
         assert first.fired == []              # not before it held
-        fired = await evaluate(comps, sources, hold_s=60, now=t0 + 61)
+        fired = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0 + 61)
         assert {(s, f.rule, f.level) for s, f, _ in fired.fired} == {
             (bad.id, "success_rate", "P1"), (bad.id, "retry_ratio", "P2")}
-        again = await evaluate(comps, sources, hold_s=60, now=t0 + 90)
+        again = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0 + 90)
         assert again.fired == []              # fires once
         (alert,) = await open_alerts(comps.pool, "success_rate")
         assert alert.level == "P1" and alert.source_id == bad.id and alert.snapshot_id
@@ -61,7 +61,7 @@ async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: C
         assert errors and all(e["error"] for e in errors) and "ledger" in queues
         # the source recovers; six minutes on, its window is clean and the alert resolves
         bad.behaviour.error_rate = 0.0
-        later = await evaluate(comps, sources, hold_s=60, now=t0 + 360)
+        later = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0 + 360)
         assert (bad.id, "success_rate") in later.resolved
         assert await open_alerts(comps.pool, "success_rate") == []
 
@@ -71,7 +71,7 @@ async def test_prometheus_endpoint_has_all_seven_families(comps: Components) -> 
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
-        async with TestClient(TestServer(OpsApp(comps, sources).app())) as client:
+        async with TestClient(TestServer(OpsApp(comps.redis, comps.pool, sources).app())) as client:
             resp = await client.get("/metrics")
             text = await resp.text()
     families = {f.name: f for f in text_string_to_metric_families(text)}
@@ -112,7 +112,7 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
                                              flush_s=0.5))
         fired = []
         while not crawling.done():
-            ev = await evaluate(comps, sources, hold_s=15)
+            ev = await evaluate(comps.redis, comps.pool, sources, hold_s=15)
             fired += [(s, f.rule, f.message) for s, f, _ in ev.fired]
             await asyncio.sleep(5)
         report = await crawling

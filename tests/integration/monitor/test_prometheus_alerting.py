@@ -17,12 +17,12 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestServer
 
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.prom_rules import rules_document
 from stratacrawl.monitor.web import OpsApp
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 PROMETHEUS = shutil.which("prometheus")
@@ -67,7 +67,7 @@ async def test_a_broken_source_goes_pending_then_firing_in_prometheus(
         await comps.discovery.submit(sources.get(bad.id),
                                      [it["url"] for it in st.sim.truth()[bad.id]])
         await crawl(comps, sources, until_idle=False, seconds=8, flush_s=0.3)
-    server = TestServer(OpsApp(comps, sources).app(), host="127.0.0.1")
+    server = TestServer(OpsApp(comps.redis, comps.pool, sources).app(), host="127.0.0.1")
     await server.start_server()
     states: list[str] = []
     try:

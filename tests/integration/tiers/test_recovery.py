@@ -14,14 +14,13 @@ import pytest
 import yaml
 
 from stratacrawl.clean.cleaner import Cleaner
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.dedup import Seen
 from stratacrawl.frontier.hot_queue import ready_key
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
-from stratacrawl.tiers.recovery import recover
 from stratacrawl.urls import fingerprint
+from stratacrawl.wiring import Components
 from tests.helpers import tier_env
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
@@ -71,14 +70,14 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         verdicts = await comps.dedup.check([fingerprint(u) for u in known])
         assert Seen.NEW not in verdicts
 
-        report = await recover(comps)
+        report = await comps.recovery().run()
         names = [s.name for s in report.steps]
         assert names == ["reclaim expired leases", "rebuild hot ready queues", "restore sessions",
                          "drain spool", "rebuild Bloom filter", "re-index warm where short of cold"]
         assert await comps.bloom.is_ready()
         assert sum([await comps.redis.zcard(ready_key(s.id)) for s in sources.sources]) > 0
         assert await comps.bloom.contains([fingerprint(u) for u in known]) == [True] * len(known)
-        assert (await recover(comps)).steps[4].result == "already complete"  # idempotent
+        assert (await comps.recovery().run()).steps[4].result == "already complete"  # idempotent
 
         await crawl(comps, sources_for(specs, rate=100.0), until_idle=True, seconds=120,
                     flush_s=0.3)
@@ -114,7 +113,7 @@ async def test_kill_9_at_random_points_twenty_times(comps: Components, tmp_path:
                 await comps.redis.flushdb()
             # No lease runs out here: the dead runs' leases must come back because their
             # heartbeats stopped (recovery, or the final crawl's reclaim, takes them).
-            await recover(comps)
+            await comps.recovery().run()
         assert kills >= 15
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=180, flush_s=0.3)

@@ -10,7 +10,6 @@ from unittest.mock import patch
 
 import pytest
 
-from stratacrawl.components import Components
 from stratacrawl.crawl import crawl, demote_at_end
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
@@ -21,6 +20,7 @@ from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import expire_staging, sink
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.client import make_client
+from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ async def test_a_crawl_demotes_at_its_end_only_within_its_budget(comps: Componen
                                                                site) -> None:
     """Past the budget what is left stays unsynced in cold for the demotion deployment."""
     _, specs = site
-    with patch("stratacrawl.crawl.END_DEMOTION_S", 0.0):
+    with patch("stratacrawl.crawl.steps.END_DEMOTION_S", 0.0):
         report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
                              flush_s=0.3)
     assert report.fetched > 0 and report.demoted == 0
@@ -197,7 +197,7 @@ async def test_compensation_reschedules_overdue_and_releases_parked(comps: Compo
             "('b', 'http://b/1', 'h4', 'LEASED', now(), 5)")
         await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 minute' "
                            "WHERE url_hash = 'h4'")
-    report = await compensate(comps, overdue_after=timedelta(hours=6))
+    report = await compensate(comps.frontier, overdue_after=timedelta(hours=6))
     assert (report["a"].rescheduled, report["a"].released, report["b"].reclaimed) == (1, 1, 1)
     async with comps.pool.connection() as conn:
         rows = dict(await (await conn.execute(

@@ -14,9 +14,9 @@ import pytest
 from stratacrawl.clean.records import record_fingerprint
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.records import Record, upsert
-from stratacrawl.components import Components
 from stratacrawl.sources import Source, parse_sources
 from stratacrawl.validate.runner import VALIDATION_FAILED, SuiteResult, Validator
+from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 

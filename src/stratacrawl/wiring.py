@@ -1,29 +1,54 @@
-"""The composition root: settings + endpoints → ready core objects.
+"""The composition root: settings → endpoints → clients → the application's objects.
 
-Nothing else in the core reads the environment or decides where a tier lives.
-Async clients are built per event loop by the ``*_client`` methods and closed by
-their callers (``async with``).
+The CLI, the flows, the demo, the load test, the benchmarks and the tests all build
+through here, and nothing below it reads the environment or decides where a tier lives:
+
+- :class:`Runtime` — settings and resolved endpoints; builds clients and prepares the
+  tiers (schema migrations, index templates);
+- :class:`Components` — one run's open clients and the stores built on them, each given
+  exactly what it uses; the services above the stores (fetch worker, recovery)
+  are built by its methods;
+- :func:`open_app` — configured or embedded servers up, tiers prepared, components open.
+
+Async clients are built per event loop and closed by whoever opened them (``async with``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 from elasticsearch import AsyncElasticsearch
+from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisClusterException
 
 from stratacrawl.cold import db
+from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.pool import make_pool
+from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
+from stratacrawl.fetch.worker import FetchWorker
+from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
+from stratacrawl.frontier.dedup import Dedup
+from stratacrawl.frontier.discovery import Discovery
+from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.scheduler import Scheduler
+from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot.client import HotRedis, check_kind, connect
+from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.redact import redact
-from stratacrawl.services import Endpoints
+from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
+from stratacrawl.tiers.recovery import Recovery
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
 
@@ -128,3 +153,86 @@ async def check_elasticsearch(rt: Runtime) -> str:
 
 async def check_postgres(rt: Runtime) -> str:
     return await asyncio.to_thread(db.check, rt.database_url, rt.settings.connect_timeout_s)
+
+
+@dataclass
+class Components:
+    """One run's open clients and the stores built on them."""
+
+    runtime: Runtime
+    redis: HotRedis
+    es: AsyncElasticsearch
+    pool: AsyncConnectionPool
+    ledger: Ledger
+    hot_queue: HotQueue
+    frontier: Frontier
+    bloom: BloomFilter
+    hot_urls: HotURLState
+    dedup: Dedup
+    discovery: Discovery
+    scheduler: Scheduler
+    url_rules: UrlRules
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    def fetch_worker(self, **kwargs: Any) -> FetchWorker:
+        """A fetch worker over these stores (``sources``, ``writer``, ``worker_id`` and the
+        rest as :class:`FetchWorker` takes them; batches and monitoring default to the
+        settings)."""
+        kwargs.setdefault("max_batches", self.settings.fetch_max_batches)
+        kwargs.setdefault("monitoring", self.settings.monitoring)
+        return FetchWorker(frontier=self.frontier, scheduler=self.scheduler,
+                           url_rules=self.url_rules, hot_urls=self.hot_urls, redis=self.redis,
+                           pool=self.pool, **kwargs)
+
+    def recovery(self) -> Recovery:
+        return Recovery(ledger=self.ledger, frontier=self.frontier, bloom=self.bloom,
+                        redis=self.redis, pool=self.pool, es=self.es, layout=self.runtime.layout,
+                        retention=timedelta(days=self.settings.warm_retention_days),
+                        state_path=self.settings.state_path)
+
+
+@contextlib.asynccontextmanager
+async def open_components(rt: Runtime) -> AsyncIterator[Components]:
+    """Clients on ``rt``'s tiers and the stores over them, closed on exit."""
+    s = rt.settings
+    async with (rt.redis_client() as redis, rt.es_client() as es,
+                make_pool(rt.database_url, max_size=s.pg_pool_size) as pool):
+        await check_kind(redis, redact(rt.endpoints.redis_url))
+        ledger = Ledger(pool=pool)
+        hot_queue = HotQueue(redis=redis, window=s.hot_window)
+        frontier = Frontier(ledger=ledger, hot=hot_queue, lease=timedelta(seconds=s.lease_s))
+        bloom = BloomFilter(redis=redis, spec=BloomSpec.for_capacity(
+            s.bloom_capacity, s.bloom_fp_rate, shards=s.bloom_shards))
+        hot_urls = HotURLState(redis=redis)
+        dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, es=es, layout=rt.layout,
+                      window=timedelta(days=s.dedup_window_days))
+        await _bloom_ready_if_nothing_known(bloom, pool)
+        url_rules = UrlRules(pool=pool, redis=redis)
+        yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
+                         Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
+                         Scheduler(redis=redis, max_batches=s.fetch_max_batches), url_rules)
+
+
+async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:
+    """A missing filter is complete when cold knows no URL yet (first start); otherwise the
+    recovery flow rebuilds it and marks it ready, and dedup goes the exact way until then."""
+    if await bloom.is_ready() or await bloom.exists():
+        return
+    if await knows_no_url(pool):
+        await bloom.mark_ready()
+
+
+@contextlib.asynccontextmanager
+async def open_app(settings: Settings) -> AsyncIterator[Components]:
+    """Configured or embedded tiers up (embedded ones this call started are stopped
+    after; ones already running, e.g. under ``stratacrawl up``, are left running),
+    schema and indices prepared, components open: the preamble of every CLI command
+    and flow run."""
+    with Services(settings) as endpoints:
+        rt = Runtime(settings, endpoints)
+        await rt.prepare()
+        async with open_components(rt) as comps:
+            yield comps

@@ -1,0 +1,190 @@
+"""One crawl run: seed, fetch, stage, discover from staged list pages, until idle or
+time. :class:`CrawlRun` is what runs beside the fetching (the discovery loop and its
+chores, the idle check, the end); :func:`crawl` puts it together with a fetch worker, the
+staging writer and the lease upkeep."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from stratacrawl.cold.runs import Runs, new_run_id
+from stratacrawl.cold.staging import has_undiscovered
+from stratacrawl.crawl.report import CrawlReport
+from stratacrawl.crawl.steps import (
+    demote_at_end,
+    demote_safe,
+    discover_staged,
+    drain_spool,
+    evict_safe,
+    mine_url_rules,
+    seed,
+    spool_for,
+)
+from stratacrawl.fetch.leases import keep_leases
+from stratacrawl.hot.throttle import effective_rates
+from stratacrawl.monitor.web import serve as serve_metrics
+from stratacrawl.sources import SourcesFile
+from stratacrawl.staging.writer import DB_DOWN, RETRYABLE, StagingWriter
+from stratacrawl.wiring import Components
+
+log = logging.getLogger(__name__)
+EVICT_CHECK_EVERY_S = 60.0
+MINE_EVERY_S = 0.5  # how often a crawl learns URL rules (a source's passes pace themselves)
+IDLE_HORIZON = timedelta(seconds=60)  # work due this soon still keeps a crawl from idling
+
+
+class CrawlRun:
+    """What runs beside the fetching in one crawl process: the discovery loop (staged list
+    pages → frontier, with the periodic chores: the sources' effective rates, demotion,
+    eviction, URL-rule mining, the spool), and the idle check that ends an ``until_idle``
+    crawl."""
+
+    def __init__(self, comps: Components, sources: SourcesFile, writer: StagingWriter,
+                 run_id: str, report: CrawlReport,
+                 progress: Callable[[CrawlReport], None] | None = None) -> None:
+        self.comps = comps
+        self.sources = sources
+        self.writer = writer
+        self.run_id = run_id
+        self.report = report
+        self.progress = progress
+        # One discovery at a time in this process: the idle check must not look at the
+        # ledger while the loop holds list pages locked and their links are not yet tasks.
+        self.discovering = asyncio.Lock()
+        now = time.monotonic()
+        self._demote_every = comps.runtime.settings.demote_every_s
+        self._next = {"rates": 0.0, "mining": now + MINE_EVERY_S,
+                      "demotion": now + self._demote_every if self._demote_every else math.inf,
+                      "eviction": now + EVICT_CHECK_EVERY_S}
+
+    def _due(self, chore: str, every: float) -> bool:
+        now = time.monotonic()
+        if now < self._next[chore]:
+            return False
+        self._next[chore] = now + every
+        return True
+
+    async def chores(self) -> None:
+        """The periodic work of a crawl, each when its time comes."""
+        if self._due("rates", 1.0):   # what 429s did to the sources' pace
+            with contextlib.suppress(Exception):  # Redis away: shown next time
+                self.report.throttled = await effective_rates(
+                    self.comps.redis, {s.id: s.rate for s in self.sources.sources})
+        if self._demote_every and self._due("demotion", self._demote_every):
+            self.report.demoted += (await demote_safe(self.comps, max_rounds=1)).rows
+        if self._due("eviction", EVICT_CHECK_EVERY_S):   # hot over its budget → evict
+            await evict_safe(self.comps)
+        if self._due("mining", MINE_EVERY_S):   # fetched pages → URL rules
+            await mine_url_rules(self.comps, self.sources)
+
+    async def discover_loop(self, stop: asyncio.Event) -> None:
+        spool = spool_for(self.comps)
+        while not stop.is_set():
+            await self.chores()
+            try:
+                if not self.writer.degraded and spool.pending():
+                    drained = await drain_spool(self.comps)
+                    log.info("crawl: drained %d spooled rows", drained.rows)
+                async with self.discovering:
+                    found = await discover_staged(self.comps, self.sources)
+            except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
+                log.warning("crawl: discovery paused (%s)", e)
+                await asyncio.sleep(1.0)
+                continue
+            self.report.discovery.merge(found)
+            if self.progress:
+                self.progress(self.report)
+            if not found.links:
+                await asyncio.sleep(0.3)
+
+    async def idle(self) -> bool:
+        """Whether nothing is left for this crawl: all landed, discovered, and nothing due
+        within ``IDLE_HORIZON`` (nor leased to another live run)."""
+        comps, sources = self.comps, self.sources
+        await self.writer.flush()
+        if self.writer.degraded or spool_for(comps).pending():
+            return False  # what is spooled still has to land
+        try:
+            async with self.discovering:
+                found = await discover_staged(comps, sources, limit=10_000)
+            self.report.discovery.merge(found)
+            if found.queued or found.requeued or await has_undiscovered(comps.pool, sources.ids):
+                return False  # another process is still turning list pages into tasks
+            if held := await comps.ledger.leased_by_others(sources.ids, self.run_id):
+                # Other runs' batches may still fail or find links; a dead run's leases
+                # (one under this very name, killed before this run started, too) are
+                # reclaimed within seconds of its heartbeat going stale. Not idle yet.
+                log.debug("crawl: idle here, waiting for %d tasks leased elsewhere", held)
+                return False
+            # Idle means nothing due within the next retry step either: a task that
+            # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
+            # part of this crawl, not work for the next one.
+            return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
+        except DB_DOWN:
+            return False
+
+    async def finish(self) -> None:
+        """After the fetching: this run's leases back to the others, the last pages
+        discovered and mined, what it committed demoted (within a bound)."""
+        comps, sources = self.comps, self.sources
+        # The writer has landed all it held: what this run still leases (batches cut
+        # short) goes back to the others at their next reclaim, not after a lease time.
+        with contextlib.suppress(*DB_DOWN, *RETRYABLE):
+            await Runs(pool=comps.pool).end(self.run_id)
+        self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+        with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
+            await mine_url_rules(comps, sources, force=True)
+        self.report.demoted += await demote_at_end(comps)
+
+
+async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = True,
+                seconds: float | None = None, worker_id: str | None = None,
+                progress: Callable[[CrawlReport], None] | None = None,
+                flush_rows: int = 1000, flush_s: float = 5.0,
+                report: CrawlReport | None = None) -> CrawlReport:
+    """Discovery and fetch together until nothing is due (or ``seconds`` pass);
+    ``report`` (if given) is filled in as the crawl goes."""
+    worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
+    run_id = new_run_id(worker_id)  # leases, slots and heartbeat: this process's, not the name's
+    report = report if report is not None else CrawlReport()
+    t0 = time.monotonic()
+    report.spool = await drain_spool(comps)
+    async with StagingWriter(pool=comps.pool, ledger=comps.ledger, frontier=comps.frontier,
+                             hot_urls=comps.hot_urls, spool=spool_for(comps), owner=run_id,
+                             flush_rows=flush_rows, flush_s=flush_s,
+                             parallel=comps.runtime.settings.staging_flushes) as writer:
+        worker = comps.fetch_worker(sources=sources, writer=writer, worker_id=worker_id,
+                                run_id=run_id)
+        report.sources = worker.stats
+        report.latency = worker.latency
+        report.active = worker.active
+        report.writer = writer.stats
+        report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
+        run = CrawlRun(comps, sources, writer, run_id, report, progress)
+        stop = asyncio.Event()
+        discoverer = asyncio.create_task(run.discover_loop(stop))
+        leases = asyncio.create_task(keep_leases(
+            comps.frontier, comps.runtime.database_url, run_id, stop))
+        port = comps.runtime.settings.worker_metrics_port
+        exporter = asyncio.create_task(serve_metrics(
+            comps.redis, comps.pool, sources, port=port, stop=stop)) if port else None
+        try:
+            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=run.idle)
+        finally:
+            stop.set()
+            await discoverer
+            await leases
+            if exporter is not None:
+                await exporter
+    await run.finish()
+    report.seconds = time.monotonic() - t0
+    if progress:
+        progress(report)
+    return report

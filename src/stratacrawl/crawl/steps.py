@@ -1,0 +1,163 @@
+"""The steps of a crawl that the Prefect flows also run on their own: seeding, discovery
+of staged list pages, URL-rule mining, the spool, demotion and eviction that never stop
+a crawl."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import zstandard
+
+from stratacrawl.cold.staging import claim_undiscovered, mark_discovered
+from stratacrawl.cold.tasks import NewTask
+from stratacrawl.fetch.politeness import Politeness, SourceHeld
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.frontier.discovery import DiscoveryStats
+from stratacrawl.frontier.links import extract
+from stratacrawl.frontier.recrawl import FRESH_CADENCES, GROW, SHRINK
+from stratacrawl.sources import Source, SourcesFile
+from stratacrawl.staging.loader import DrainReport, drain
+from stratacrawl.staging.spool import Spool
+from stratacrawl.staging.writer import DB_DOWN
+from stratacrawl.tiers.demotion import DemoteStats, demote
+from stratacrawl.tiers.eviction import evict_hot
+from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, check_target
+from stratacrawl.wiring import Components
+
+log = logging.getLogger(__name__)
+END_DEMOTION_S = 60.0  # how long a crawl demotes at its end; the demotion deployment does the rest
+
+
+async def demote_safe(comps: Components, max_rounds: int | None = None) -> DemoteStats:
+    """Demotion that never stops a crawl: PostgreSQL or Elasticsearch away → try later."""
+    try:
+        return await demote(comps.pool, comps.es, comps.runtime.layout, max_rounds=max_rounds)
+    except DB_DOWN as e:
+        log.warning("crawl: demotion paused (%s)", e)
+        return DemoteStats(error=str(e))
+
+
+async def demote_at_end(comps: Components, budget_s: float | None = None) -> int:
+    """A crawl's last step: committed fetches into warm, a batch at a time for up to
+    ``budget_s``; what is left is the ``demotion`` deployment's (the watermark keeps it).
+    Unbounded, a worker ending a 30-minute load test demoted every worker's ~390 k rows
+    first and was stopped before it could report."""
+    deadline = time.monotonic() + (END_DEMOTION_S if budget_s is None else budget_s)
+    total = 0
+    while time.monotonic() < deadline:
+        rows = (await demote_safe(comps, max_rounds=1)).rows
+        total += rows
+        if not rows:  # none left, another process demoting, or warm away
+            break
+    return total
+
+
+async def evict_safe(comps: Components) -> None:
+    """Hot eviction when Redis is over ``STRATACRAWL_HOT_BUDGET_MB``; never stops a crawl."""
+    try:
+        stats = await evict_hot(comps.redis, comps.pool,
+                                budget_mb=comps.runtime.settings.hot_budget_mb)
+        if stats.evicted:
+            log.info("crawl: evicted %d hot URL states (%.0f → %.0f MB)", stats.evicted,
+                     stats.used_before_mb, stats.used_after_mb)
+    except Exception as e:  # hot is a cache: try again next round
+        log.warning("crawl: hot eviction failed: %s", e)
+
+
+def spool_for(comps: Components) -> Spool:
+    return Spool.of_state(comps.runtime.settings.state_path)
+
+
+SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
+
+
+async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
+               politeness: Politeness) -> DiscoveryStats:
+    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued.
+
+    Sources are seeded side by side: each one may wait on a slow robots.txt.
+    """
+    stats = DiscoveryStats()
+    gate = asyncio.Semaphore(SEED_CONCURRENCY)
+
+    async def one(source: Source) -> None:
+        async with gate:
+            stats.merge(await comps.discovery.seed(source))
+            if not source.sitemaps:
+                return
+            sitemaps: list[NewTask] = []
+            named: set[str] = set()
+
+            async def turn() -> float:
+                return await politeness.wait_turn(source.id, source.rate)
+
+            private_ok = source.allow_private_networks
+            for seed_url in source.seeds:
+                try:  # robots.txt and the sitemaps it names: the same checks as any fetch
+                    named |= set((await robots.check(seed_url, turn,
+                                                     allow_private=private_ok)).sitemaps)
+                except InvalidURL as e:
+                    stats.dropped[e.reason] += 1
+                except SourceHeld:  # Retry-After: its sitemaps wait for the next seeding
+                    break
+            for url in named:
+                try:
+                    canonical = canonicalize(url)
+                    check_target(canonical, allow_private=private_ok)
+                    if source.allow and not source.matches("allow", canonical):
+                        raise InvalidURL(url, "out-of-scope")
+                    sitemaps.append(NewTask(source.id, url, canonical_fingerprint(canonical),
+                                            "sitemap", source.priority))
+                except InvalidURL as e:
+                    stats.dropped[e.reason] += 1
+            stats.queued += await comps.frontier.add(sitemaps)
+
+    await asyncio.gather(*(one(s) for s in sources.sources))
+    return stats
+
+
+async def discover_staged(comps: Components, sources: SourcesFile,
+                          limit: int = 200) -> DiscoveryStats:
+    """Links of staged seed/list/sitemap pages not yet discovered → frontier; marks them done.
+
+    Rows are claimed with SKIP LOCKED, so several discoverers can run; re-running after a
+    crash re-discovers a page at most, and dedup makes that harmless.
+    """
+    stats = DiscoveryStats()
+    decompress = zstandard.ZstdDecompressor()
+    grades: list[tuple[int, bool, float, float]] = []  # adaptive re-crawl of the list pages
+    async with comps.pool.connection() as conn, conn.transaction():
+        rows = await claim_undiscovered(conn, limit)
+        for _at, _id, source_id, url, final_url, ctype, body, task_id in rows:
+            if source_id not in sources.ids or body is None:
+                continue
+            source = sources.get(source_id)
+            links = extract(decompress.decompress(body), ctype)
+            floor = source.cadence_td.total_seconds()
+            page = await comps.discovery.discover(source, final_url or url, links,
+                                                  fresh_s=FRESH_CADENCES * floor)
+            stats.merge(page)
+            if source.recrawl.adaptive:
+                grades.append((task_id, page.queued + page.requeued + page.fresh > 0,
+                               floor, source.max_interval_td.total_seconds()))
+        await mark_discovered(conn, rows)
+    await comps.ledger.grade_lists(grades, SHRINK, GROW)
+    return stats
+
+
+async def mine_url_rules(comps: Components, sources: SourcesFile, *,
+                         force: bool = False) -> None:
+    """Learn each source's URL rules from what was fetched since the last pass."""
+    for source in sources.sources:
+        if not source.url_rules.learn:
+            continue
+        try:
+            await comps.url_rules.mine(source.id, source.url_rules.forbidden, force=force)
+        except Exception as e:  # learning is an optimisation: the crawl goes on without it
+            log.warning("crawl: URL rules of %s not mined (%r)", source.id, e)
+
+
+async def drain_spool(comps: Components) -> DrainReport:
+    return await drain(spool_for(comps), comps.pool, comps.ledger)

@@ -1,0 +1,71 @@
+"""Lease upkeep of one crawl process: its leases renewed while its batches run and its
+pages wait in the staging writer, the leases of dead runs reclaimed, its heartbeat beaten
+— on a connection of its own, so it is never queued behind the fetching."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.pool import make_pool
+from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, Runs
+from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.staging.writer import DB_DOWN, RETRYABLE
+
+log = logging.getLogger(__name__)
+RECLAIM_EVERY_S = 5.0  # a dead run's tasks go back to the living this often
+
+
+async def keep_leases(frontier: Frontier, database_url: str, owner: str,
+                      stop: asyncio.Event) -> None:
+    """Renew ``owner``'s leases every third of a lease time (batches running, pages waiting
+    in the staging writer) and reclaim expired ones (a worker killed mid-batch) every
+    ``RECLAIM_EVERY_S``, until ``stop``. Neither ever stops a crawl. Upkeep has a
+    connection of its own: queued behind a thousand batches for the shared pool, a
+    renewal came too late and live workers lost their leases (the load test's duplicates)."""
+    async with make_pool(database_url, max_size=1, name="lease-upkeep") as pool:
+        await _keep_leases(frontier, owner, stop, Ledger(pool=pool), Runs(pool=pool))
+
+
+async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
+                       ledger: Ledger, runs: Runs) -> None:
+    """The loop of :func:`keep_leases`; it also beats this run's heartbeat every
+    ``BEAT_S``. Dead runs' leases are reclaimed only once this run has beaten for
+    ``DEAD_AFTER`` without a gap: after a PostgreSQL outage every run's last beat is old,
+    and the living must get a beat in before anyone counts them dead."""
+    lease_s = frontier.lease.total_seconds()
+    renew_every = max(0.2, lease_s / 3)
+    next_renewal = time.monotonic() + renew_every
+    next_reclaim = next_beat = time.monotonic()
+    healthy_since: float | None = None
+    while not stop.is_set():
+        now = time.monotonic()
+        try:
+            if now >= next_beat:
+                next_beat = now + BEAT_S
+                if healthy_since is None:
+                    await runs.start(owner)
+                    healthy_since = time.monotonic()
+                else:
+                    await runs.beat(owner)
+            if now >= next_renewal:
+                next_renewal = now + renew_every
+                renewed, gone = await frontier.renew(owner, ledger)
+                log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
+            if now >= next_reclaim:
+                next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
+                steady = healthy_since is not None and (
+                    time.monotonic() - healthy_since >= DEAD_AFTER.total_seconds())
+                if n := await frontier.reclaim(ledger, DEAD_AFTER if steady else None):
+                    log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
+        except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
+            healthy_since = None
+            log.warning("crawl: lease upkeep paused (%s)", e)
+        except Exception as e:  # Redis away: the ledger is what counts
+            log.warning("crawl: lease upkeep failed (%r)", e)
+        wait = min(next_renewal, next_reclaim, next_beat) - time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))

@@ -1,0 +1,138 @@
+"""The hot tier's contract, kept by a single Redis and by a three-node Redis Cluster
+alike (every test runs over both, from the ``hot_comps`` fixture): URL state, the Bloom
+filter, the parse cache, eviction and write-back, and a whole crawl. On the cluster each
+test also checks that the keys spread over the nodes (the paths whose keys span slots).
+The frontier's claims run over both too (``tests/integration/frontier``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import redis
+
+from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
+from stratacrawl.hot import keys
+from stratacrawl.hot.client import key_count, mget, used_memory_bytes
+from stratacrawl.hot.url_state import key as hot_key
+from stratacrawl.sim import SimulatorThread
+from stratacrawl.tiers.eviction import evict_hot
+from stratacrawl.tiers.sinking import write_back_access
+from stratacrawl.wiring import Components
+from tests.integration.fetch.test_crawl import crawl_every_item, small_site
+
+pytestmark = pytest.mark.integration
+
+
+def fingerprints(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    return [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+
+def keys_per_node(c: Components, pattern: str) -> list[int] | None:
+    """Keys matching ``pattern`` on each primary of a cluster; ``None`` on a single Redis."""
+    if not c.settings.redis_cluster:
+        return None
+    client = redis.RedisCluster.from_url(c.runtime.endpoints.redis_url)
+    try:
+        return [len(list(client.scan_iter(match=pattern, count=1000, target_nodes=node)))
+                for node in client.get_primaries()]
+    finally:
+        client.close()
+
+
+def flush_scripts(c: Components) -> None:
+    """Every server forgets its loaded Lua scripts, as after a restart."""
+    url = c.runtime.endpoints.redis_url
+    client = (redis.RedisCluster if c.settings.redis_cluster else redis.Redis).from_url(url)
+    client.script_flush()  # on a cluster redis-py sends it to every primary
+    client.close()
+
+
+async def test_url_state_of_a_batch(hot_comps: Components) -> None:
+    hot = hot_comps.hot_urls
+    fps = fingerprints(2500)
+    await hot.record([], {fp: {"lc": 100.0, "st": 200, "et": f'"{fp[:6]}"', "lm": None}
+                          for fp in fps}, now=50.0)
+    await hot.record(fps[:700], {fps[-1]: {"st": 304}}, now=60.0)
+    got = await hot.get_many(fps)
+    assert all(g is not None and g.last_crawled == 100.0 and g.etag == f'"{fp[:6]}"'
+               for g, fp in zip(got, fps, strict=True))
+    assert [g.hits for g in got[:700]] == [1] * 700 and {g.hits for g in got[700:]} == {0}
+    assert {g.last_access for g in got[:700]} == {60.0} and got[-1].status == 304
+    assert got[0].last_modified is None
+    per_node = keys_per_node(hot_comps, "sc:u:*")
+    if per_node is not None:
+        assert len(per_node) == 3 and min(per_node) > 500 and sum(per_node) == 2500
+
+
+async def test_url_state_script_loaded_again_on_a_server_that_lost_it(
+        hot_comps: Components) -> None:
+    hot = hot_comps.hot_urls
+    await hot.record([], {fp: {"st": 200} for fp in fingerprints(50)})
+    flush_scripts(hot_comps)
+    fps = fingerprints(300, seed=8)
+    await hot.record([], {fp: {"st": 201} for fp in fps})
+    assert {g.status for g in await hot.get_many(fps)} == {201}
+
+
+async def test_bloom_filter_in_shards(hot_comps: Components) -> None:
+    bloom = BloomFilter(redis=hot_comps.redis, name="t",
+                        spec=BloomSpec.for_capacity(200_000, shards=6))
+    fps = fingerprints(12_000)
+    assert not any(await bloom.check_and_add(fps))
+    assert all(await bloom.check_and_add(fps))
+    assert await bloom.contains(fingerprints(10, seed=99)) == [False] * 10
+    assert (await bloom.check_and_add_ready(fps[:3])) == ([True] * 3, False)
+    await bloom.mark_ready()
+    assert (await bloom.check_and_add_ready(fps[:3])) == ([True] * 3, True)
+    flush_scripts(hot_comps)
+    assert all(await bloom.check_and_add(fps[:500]))  # the script is loaded again
+    per_node = keys_per_node(hot_comps, "sc:bloom:*")
+    if per_node is not None:
+        assert sum(1 for n in per_node if n) >= 2
+    await bloom.clear()
+    assert not await bloom.exists() and not await bloom.is_ready()
+
+
+async def test_parse_cache_reads_keys_of_many_sources(hot_comps: Components) -> None:
+    r = hot_comps.redis
+    a, b = keys.parse_cache("a", "r1", "c1"), keys.parse_cache("b", "r1", "c2")
+    missing = keys.parse_cache("zz", "r1", "c3")
+    await r.set(a, "x")
+    await r.set(b, "y")
+    assert await mget(r, [a, missing, b]) == [b"x", None, b"y"]
+
+
+async def test_eviction_and_write_back_see_every_key(hot_comps: Components) -> None:
+    c = hot_comps
+    fps = fingerprints(3000)
+    async with c.pool.connection() as conn:  # cold's rows for these URLs: never accessed
+        await conn.execute(
+            "INSERT INTO url_state (url_hash, url, source_id, hits, last_access) "
+            "SELECT fp, 'https://x.test/' || fp, 's', 0, to_timestamp(0) "
+            "FROM unnest(%s::text[]) AS fp", (fps,))
+    await c.hot_urls.record([], {fp: {"h": i % 50, "la": 1000.0 + i}
+                                 for i, fp in enumerate(fps)})
+    assert await write_back_access(c.redis, c.pool, batch=500) == 3000
+    async with c.pool.connection() as conn:
+        hits = dict(await (await conn.execute(
+            "SELECT url_hash, hits FROM url_state")).fetchall())
+    assert all(hits[fp] == i % 50 for i, fp in enumerate(fps))
+    used = await used_memory_bytes(c.redis) / 1e6
+    before = await key_count(c.redis)
+    stats = await evict_hot(c.redis, c.pool, budget_mb=used - 0.05, sample=1000, max_rounds=3,
+                            now=5000.0)
+    assert stats.evicted > 0 and await key_count(c.redis) == before - stats.evicted
+    gone = [fp for fp in fps if not await c.redis.exists(hot_key(fp))]
+    assert len(gone) == stats.evicted
+
+
+async def test_a_crawl_stages_every_item(hot_comps: Components) -> None:
+    specs = small_site(3, 120)
+    with SimulatorThread(specs) as st:
+        await crawl_every_item(hot_comps, st, specs)
+    on_nodes = keys_per_node(hot_comps, "sc:u:*")
+    if on_nodes is not None:  # URL state on every node; each source paced by its own key
+        assert sum(1 for n in on_nodes if n) == 3
+        assert sum(keys_per_node(hot_comps, "sc:{*}:pace") or []) == 3
