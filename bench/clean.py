@@ -4,29 +4,36 @@ Simulator pages (products for ``kind: rules``, news for ``kind: article``) are s
 a fresh database; one cleaner in this process (one core) claims, decompresses, extracts,
 fingerprints and upserts them. ``clean_rules_pages_per_core_s`` has as baseline the bare
 parse + selectors on the same pages; ``clean_article_pages_per_core_s`` has trafilatura
-alone on the same pages (our overhead = 1 - ratio).
+alone on the same pages (our overhead = 1 - ratio). ``clean_parallel_speedup``: article
+pages/s of ``clean --processes 2`` over one cleaner in this process, the same pages
+staged afresh for each, in the same run (process start-up included).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import trafilatura
 import uvloop
+import yaml
 from selectolax.lexbor import LexborHTMLParser
 
 from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.clean.run import clean_staged
 from stratacrawl.cold.staging import COLUMNS, TYPES, ensure_partitions, make_row
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
 from stratacrawl.sim.spec import SourceSpec
-from stratacrawl.sources import SourcesFile, parse_sources
+from stratacrawl.sources import SourcesFile, load_sources, parse_sources
 
 
 def _pages(spec: SourceSpec, n: int) -> list[tuple[str, bytes]]:
@@ -58,6 +65,19 @@ async def _clean(sources: SourcesFile, source_id: str, pages: list[tuple[str, by
             t0 = time.monotonic()
             stats = await cleaner.run(source_ids=[source_id])
             return time.monotonic() - t0, stats.inserted
+
+
+async def _clean_with(processes: int, sources: SourcesFile, source_id: str,
+                      pages: list[tuple[str, bytes]]) -> float:
+    """Seconds to clean ``pages`` with ``processes`` cleaners (1: in this process)."""
+    with bench_runtime("clean") as rt:
+        async with bench_components(rt) as c:
+            await _stage(c, source_id, pages)
+            t0 = time.monotonic()
+            report = await clean_staged(c.pool, c.redis, sources, source_ids=[source_id],
+                                        processes=processes, target=c.clean_target(sources))
+            assert report.stats.pages == len(pages), report.stats
+            return time.monotonic() - t0
 
 
 def _baseline_rules(pages: list[tuple[str, bytes]]) -> float:
@@ -100,3 +120,13 @@ def run(quick: bool = False) -> Iterator[Figure]:
     yield Figure("clean", "clean_article_pages_per_core_s", n_article / seconds, "1/s",
                  n_article / base, "trafilatura.bare_extraction alone, same pages",
                  extra={"pages": n_article, "records": records})
+
+    with tempfile.TemporaryDirectory(prefix="bench-clean-") as tmp:
+        path = Path(tmp) / "sources.yaml"
+        path.write_text(yaml.safe_dump(sources_document(specs), sort_keys=False))
+        on_file = load_sources(path)   # cleaner processes read the file themselves
+        one = uvloop.run(_clean_with(1, on_file, news.id, pages))
+        two = uvloop.run(_clean_with(2, on_file, news.id, pages))
+    yield Figure("clean", "clean_parallel_speedup", one / two, "x", extra={
+        "pages": n_article, "one_process_pages_per_s": round(n_article / one, 1),
+        "two_processes_pages_per_s": round(n_article / two, 1), "cores": os.cpu_count()})

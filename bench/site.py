@@ -1,5 +1,6 @@
 """A simulator process of ``n`` sources and the sources file a crawler would use for it
-(fast settings: rate 2,000/s, 8 batches at once, batches of 100) — shared by benchmarks."""
+(fast settings: rate 2,000/s unless given, 8 batches at once, batches of 100) — shared by
+benchmarks."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ EPOCH = "2026-11-30T00:00:00+00:00"
 @contextlib.contextmanager
 def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
                    oversized_rate: float | None = None, write_to: Path | None = None,
-                   epoch: str = EPOCH) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
+                   epoch: str = EPOCH, rate: float = 2000.0,
+                   ) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
     """``oversized_rate``: share of 1-5 MB item pages (the simulator's default if None);
     ``write_to``: also write the sources file there (for a ``stratacrawl crawl`` child);
     ``epoch``: the sites' start (items keep appearing after it: an epoch of now gives a
-    site of ``backlog`` items that a crawl can finish)."""
+    site of ``backlog`` items that a crawl can finish); ``rate``: each source's requests/s
+    in the sources file."""
     extra = ("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()
     with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", epoch,
                           "--first-host", str(first_host), "--backlog", str(backlog),
@@ -34,7 +37,7 @@ def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
                             ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
         for spec in specs:
             spec.backlog = backlog
-        document = sources_document(specs, rate=2000.0, concurrency=8)
+        document = sources_document(specs, rate=rate, concurrency=8)
         for entry in document["sources"]:
             entry["batch_size"] = 100
         if write_to is not None:

@@ -8,7 +8,9 @@ from datetime import date
 from prefect import flow
 
 from flows.common import flow_sources, load_settings, publish_table, step
-from stratacrawl.clean.cleaner import Cleaner, clean_staged
+from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.clean.parallel import default_processes
+from stratacrawl.clean.run import clean_staged
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.wiring import open_app
 
@@ -17,10 +19,13 @@ from stratacrawl.wiring import open_app
 async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
                    reclean_source: str | None = None,
                    reclean_day: date | None = None,
-                   follow: bool = False) -> dict[str, dict[str, int]]:
+                   follow: bool = False,
+                   processes: int | None = None) -> dict[str, dict[str, int]]:
     """Clean for ``minutes`` at most (``follow``: keep waiting for new pages until then,
-    beside running fetches); with ``reclean_source`` and ``reclean_day``, re-clean
-    that source-day first (after a rule fix: records are replaced, never duplicated)."""
+    beside running fetches) in ``processes`` cleaner processes (default: one per core
+    of the worker's host but one, left to fetching; at least one); with
+    ``reclean_source`` and ``reclean_day``, re-clean that source-day first (after a rule
+    fix: records are replaced, never duplicated)."""
     tune_long_running()
     async with open_app(await load_settings(sources=sources_file)) as comps:
         sources = flow_sources(comps.settings, reclean_source=reclean_source)
@@ -30,7 +35,8 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
                 pool=comps.pool, redis=comps.redis, sources=sources).reclean(reclean_source,
                                                                            reclean_day))
         report = await step("clean staged pages", lambda: clean_staged(
-            comps.pool, comps.redis, sources, seconds=minutes * 60, follow=follow))
+            comps.pool, comps.redis, sources, seconds=minutes * 60, follow=follow,
+            processes=processes or default_processes(), target=comps.clean_target(sources)))
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}

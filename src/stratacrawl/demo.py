@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import yaml
 
-from stratacrawl.clean.cleaner import clean_staged
+from stratacrawl.clean.run import clean_staged
 from stratacrawl.cold.records import record_counts
 from stratacrawl.cold.staging import staged_counts
 from stratacrawl.cold.url_rules import load_rules

@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     # only once at its end, and the `demotion` deployment keeps warm current. Demoting in
     # the fetch loop cost a third of a worker's pages on 2 cores (README, bench fetch).
     demote_every_s: float = Field(default=0.0, ge=0)
+    # How long a crawl demotes at its end, after its last page landed: bounded, so a crawl
+    # ends within seconds of its work; what is left waits for the `demotion` deployment
+    # (or the next crawl) in cold's watermark, and dedup answers from cold meanwhile.
+    end_demotion_s: float = Field(default=1.0, ge=0)
     warm_retention_days: int = Field(default=30, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
     compensate_after_h: float = Field(default=6.0, gt=0)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -30,15 +30,17 @@ from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisClusterException
 
+from stratacrawl.clean.parallel import CleanTarget
 from stratacrawl.cold import db
 from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool
 from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
+from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.worker import FetchWorker
 from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
 from stratacrawl.frontier.dedup import Dedup
-from stratacrawl.frontier.discovery import Discovery
+from stratacrawl.frontier.discovery import Discovery, DiscoveryStats
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.scheduler import Scheduler
@@ -48,6 +50,7 @@ from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.redact import redact
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
+from stratacrawl.sources import SourcesFile
 from stratacrawl.tiers.recovery import Recovery
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
@@ -177,15 +180,25 @@ class Components:
     def settings(self) -> Settings:
         return self.runtime.settings
 
-    def fetch_worker(self, **kwargs: Any) -> FetchWorker:
-        """A fetch worker over these stores (``sources``, ``writer``, ``worker_id`` and the
-        rest as :class:`FetchWorker` takes them; batches and monitoring default to the
-        settings)."""
+    def fetch_worker(self, *, on_discovered: Callable[[DiscoveryStats], None] | None = None,
+                     **kwargs: Any) -> FetchWorker:
+        """A fetch worker over these stores, whose list hop puts list pages' links into
+        the frontier right after their fetch (each page's figures to ``on_discovered``);
+        ``sources``, ``writer``, ``worker_id`` and the rest as :class:`FetchWorker` takes
+        them; batches and monitoring default to the settings."""
         kwargs.setdefault("max_batches", self.settings.fetch_max_batches)
         kwargs.setdefault("monitoring", self.settings.monitoring)
         return FetchWorker(frontier=self.frontier, scheduler=self.scheduler,
                            url_rules=self.url_rules, hot_urls=self.hot_urls, redis=self.redis,
-                           pool=self.pool, **kwargs)
+                           pool=self.pool, hop=ListHop(self.discovery, on_discovered),
+                           **kwargs)
+
+    def clean_target(self, sources: SourcesFile) -> CleanTarget:
+        """Where a cleaner process of its own connects (``clean --processes N``)."""
+        return CleanTarget(database_url=self.runtime.database_url,
+                           redis_url=self.runtime.endpoints.redis_url,
+                           redis_cluster=self.settings.redis_cluster, sources_path=sources.path,
+                           connect_timeout_s=self.settings.connect_timeout_s)
 
     def recovery(self) -> Recovery:
         return Recovery(ledger=self.ledger, frontier=self.frontier, bloom=self.bloom,

@@ -18,8 +18,7 @@ import hashlib
 import json
 import logging
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -27,14 +26,13 @@ import redis.asyncio as aioredis
 import zstandard
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.coerce import take_unknown_timezones
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import record_fingerprint
+from stratacrawl.clean.stats import CleanStats, SourceCleanStats
 from stratacrawl.cold.records import Record, UpsertResult, upsert
 from stratacrawl.cold.staging import (
     claim_for_cleaning,
-    clean_states,
     mark_cleaned,
     requeue_for_cleaning,
 )
@@ -47,44 +45,6 @@ from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
 PARSE_CACHE_TTL_S = 1800
-
-
-@dataclass
-class SourceCleanStats:
-    pages: int = 0
-    records: int = 0
-    format_errors: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
-    # dates whose time-zone abbreviation was not understood (read as UTC), by abbreviation
-    unknown_timezones: Counter[str] = field(default_factory=Counter)
-
-
-@dataclass
-class CleanStats:
-    pages: int = 0
-    inserted: int = 0
-    updated: int = 0
-    replaced: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    sources: dict[str, SourceCleanStats] = field(default_factory=dict)
-
-    @property
-    def format_errors(self) -> int:
-        return sum(s.format_errors for s in self.sources.values())
-
-    def merge(self, other: CleanStats) -> None:
-        self.pages += other.pages
-        self.inserted += other.inserted
-        self.updated += other.updated
-        self.replaced += other.replaced
-        self.cache_hits += other.cache_hits
-        for sid, s in other.sources.items():
-            mine = self.sources.setdefault(sid, SourceCleanStats())
-            mine.pages += s.pages
-            mine.records += s.records
-            mine.format_errors += s.format_errors
-            mine.reasons.update(s.reasons)
 
 
 @dataclass
@@ -239,29 +199,3 @@ class Cleaner:
         """Put a source-day's item pages back in the queue (after a rule fix); returns how many.
         The next run re-extracts them and replaces what they produced before."""
         return await requeue_for_cleaning(self.pool, source_id, day)
-
-
-
-@dataclass
-class CleanReport:
-    stats: CleanStats
-    anomalies: list[str]                        # sources whose format errors jumped
-    states: dict[str, dict[str, int]]           # per source: item pages by clean state (24 h)
-
-
-async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
-                       sources: SourcesFile, *, seconds: float | None = None,
-                       source_ids: list[str] | None = None, batch_size: int = 200,
-                       follow: bool = False) -> CleanReport:
-    """One cleaning run: clean what is staged, then look for format anomalies."""
-    cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
-    stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
-    for sid, st in sorted(stats.sources.items()):
-        if st.unknown_timezones:
-            log.warning("%s: %d date(s) with a time-zone abbreviation not understood, read "
-                        "as UTC: %s", sid, sum(st.unknown_timezones.values()),
-                        ", ".join(f"{k} {n}" for k, n in st.unknown_timezones.most_common(5)),
-                        extra={"source_id": sid})
-    ids = source_ids or sources.ids
-    return CleanReport(stats, await check_format_anomalies(pool, ids),
-                       await clean_states(pool, ids))

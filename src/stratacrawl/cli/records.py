@@ -11,7 +11,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from stratacrawl.clean.cleaner import Cleaner, CleanReport, clean_staged
+from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.clean.parallel import default_processes
+from stratacrawl.clean.run import CleanReport, clean_staged
 from stratacrawl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -76,12 +78,16 @@ def clean_cmd(
                                  help="Re-clean the source-day (after a rule fix)."),
     seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
     follow: bool = typer.Option(False, help="Keep waiting for new pages (until --seconds)."),
+    processes: int | None = typer.Option(
+        None, "--processes", min=1,
+        help="Cleaner processes (default: one per core but one, at least one)."),
     as_json: bool = JSON,
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
     parsed = _sources(sources, source)
     if reclean and (source is None or day is None):
         bad_input("--reclean needs --source and --day")
+    workers = processes or default_processes()
     when = _day(day) if day else None
 
     async def main() -> tuple[int, CleanReport]:
@@ -92,7 +98,8 @@ def clean_cmd(
                 reset = await Cleaner(pool=comps.pool, redis=comps.redis,
                                       sources=parsed).reclean(source, when)
             report = await clean_staged(comps.pool, comps.redis, parsed, seconds=seconds,
-                                        source_ids=[source] if source else None, follow=follow)
+                                        source_ids=[source] if source else None, follow=follow,
+                                        processes=workers, target=comps.clean_target(parsed))
             return reset, report
 
     reset, report = run(main())

@@ -47,16 +47,24 @@ class StagedFetch:
     canonical_url: str | None = None     # the page's <link rel=canonical>, absolute
 
 
+def to_discover(success: bool, kind: str, body: bytes, same_as_last: bool) -> bool:
+    """Whether a fetch is a page whose links discovery must read: a seed, list or
+    sitemap page that answered with a body its last fetch did not have."""
+    return bool(success and kind in LISTS and body and not same_as_last)
+
+
 def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: int,
              attempt: int, url: str, final_url: str | None, status: int | None,
              headers: dict[str, str], content_type: str | None, body: bytes,
              elapsed_ms: float, trace_id: str, worker: str, kind: str,
-             success: bool, same_as_last: bool = False) -> tuple[Any, ...]:
+             success: bool, same_as_last: bool = False,
+             discovered: bool = False) -> tuple[Any, ...]:
     """A staging row; the body is stored zstd-compressed (level 1: cheap, ~4x smaller).
-    A list page ``same_as_last`` (the body its last fetch had) is not discovered again."""
+    A list page waits for discovery unless ``discovered`` (its links are in the frontier
+    already) or ``same_as_last`` (the body its last fetch had: nothing new to find)."""
     clean_state = "new" if success and kind == "item" and body else "skipped"
-    discover = success and kind in LISTS and body and not same_as_last
-    discovered_at = None if discover else fetched_at
+    discovered_at = None if to_discover(success, kind, body, same_as_last) and not discovered \
+        else fetched_at
     return (fetched_at, fetch_key, source_id, task_id, attempt, url, final_url, status,
             json.dumps(headers), content_type, _ZSTD.compress(body) if body else None, "zstd",
             len(body), elapsed_ms, trace_id, worker, kind, clean_state, discovered_at)

@@ -23,6 +23,9 @@ class CrawlReport:
     spool: DrainReport | None = None
     demoted: int = 0          # URL states indexed in warm during the run
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)  # every request
+    # list pages: end of the fetch → their links in the frontier
+    hops: LatencyHistogram = field(default_factory=LatencyHistogram)
+    tail_s: float | None = None   # from the run's last fetch to its end
     active: dict[Any, str] = field(default_factory=dict)  # the worker's running batches
     # sources 429s slowed down: id -> (effective rate, seconds still held by Retry-After)
     throttled: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -35,6 +38,7 @@ class CrawlReport:
             reasons.update(st.reasons)
             retries.update(st.retries)
         return {"seconds": round(self.seconds, 3), "fetched": self.fetched,
+                "tail_s": None if self.tail_s is None else round(self.tail_s, 3),
                 "ok": sum(s.ok for s in self.sources.values()),
                 "not_modified": sum(s.not_modified for s in self.sources.values()),
                 "failed": sum(s.failed for s in self.sources.values()),
@@ -49,7 +53,7 @@ class CrawlReport:
                 "reasons": dict(reasons), "retries": dict(retries),
                 "throttled": {k: {"rate": round(r, 3), "held_s": round(h, 1)}
                               for k, (r, h) in self.throttled.items()},
-                "latency": self.latency.to_json()}
+                "latency": self.latency.to_json(), "list_hops": self.hops.to_json()}
 
     @property
     def fetched(self) -> int:

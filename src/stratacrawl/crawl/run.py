@@ -93,7 +93,7 @@ class CrawlRun:
                     drained = await drain_spool(self.comps)
                     log.info("crawl: drained %d spooled rows", drained.rows)
                 async with self.discovering:
-                    found = await discover_staged(self.comps, self.sources)
+                    found = await discover_staged(self.comps, self.sources, hops=self.report.hops)
             except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
                 log.warning("crawl: discovery paused (%s)", e)
                 await asyncio.sleep(1.0)
@@ -113,7 +113,8 @@ class CrawlRun:
             return False  # what is spooled still has to land
         try:
             async with self.discovering:
-                found = await discover_staged(comps, sources, limit=10_000)
+                found = await discover_staged(comps, sources, limit=10_000,
+                                              hops=self.report.hops)
             self.report.discovery.merge(found)
             if found.queued or found.requeued or await has_undiscovered(comps.pool, sources.ids):
                 return False  # another process is still turning list pages into tasks
@@ -138,7 +139,8 @@ class CrawlRun:
         # short) goes back to the others at their next reclaim, not after a lease time.
         with contextlib.suppress(*DB_DOWN, *RETRYABLE):
             await Runs(pool=comps.pool).end(self.run_id)
-        self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000))
+        self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,
+                                                          hops=self.report.hops))
         with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
             await mine_url_rules(comps, sources, force=True)
         self.report.demoted += await demote_at_end(comps)
@@ -161,7 +163,9 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:
         worker = comps.fetch_worker(sources=sources, writer=writer, worker_id=worker_id,
-                                run_id=run_id)
+                                    run_id=run_id, on_discovered=report.discovery.merge)
+        if worker.hop is not None:
+            report.hops = worker.hop.hops
         report.sources = worker.stats
         report.latency = worker.latency
         report.active = worker.active
@@ -184,7 +188,10 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             if exporter is not None:
                 await exporter
     await run.finish()
-    report.seconds = time.monotonic() - t0
+    end = time.monotonic()
+    report.seconds = end - t0
+    if worker.last_fetch_at is not None:
+        report.tail_s = end - worker.last_fetch_at
     if progress:
         progress(report)
     return report

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import UTC, datetime
 
 import zstandard
 
@@ -15,8 +16,8 @@ from stratacrawl.cold.tasks import NewTask
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.frontier.links import extract
-from stratacrawl.frontier.recrawl import FRESH_CADENCES, GROW, SHRINK
+from stratacrawl.frontier.recrawl import GROW, SHRINK
+from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
@@ -27,7 +28,6 @@ from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, ch
 from stratacrawl.wiring import Components
 
 log = logging.getLogger(__name__)
-END_DEMOTION_S = 60.0  # how long a crawl demotes at its end; the demotion deployment does the rest
 
 
 async def demote_safe(comps: Components, max_rounds: int | None = None) -> DemoteStats:
@@ -41,10 +41,12 @@ async def demote_safe(comps: Components, max_rounds: int | None = None) -> Demot
 
 async def demote_at_end(comps: Components, budget_s: float | None = None) -> int:
     """A crawl's last step: committed fetches into warm, a batch at a time for up to
-    ``budget_s``; what is left is the ``demotion`` deployment's (the watermark keeps it).
-    Unbounded, a worker ending a 30-minute load test demoted every worker's ~390 k rows
-    first and was stopped before it could report."""
-    deadline = time.monotonic() + (END_DEMOTION_S if budget_s is None else budget_s)
+    ``budget_s`` (default: the ``end_demotion_s`` setting); what is left is the
+    ``demotion`` deployment's (the watermark keeps it). Unbounded, a worker ending a
+    30-minute load test demoted every worker's ~390 k rows first and was stopped before
+    it could report; at 60 s, a crawl of 36 k pages spent 16-22 s after its last page."""
+    budget = comps.settings.end_demotion_s if budget_s is None else budget_s
+    deadline = time.monotonic() + budget
     total = 0
     while time.monotonic() < deadline:
         rows = (await demote_safe(comps, max_rounds=1)).rows
@@ -118,9 +120,12 @@ async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
     return stats
 
 
-async def discover_staged(comps: Components, sources: SourcesFile,
-                          limit: int = 200) -> DiscoveryStats:
-    """Links of staged seed/list/sitemap pages not yet discovered → frontier; marks them done.
+async def discover_staged(comps: Components, sources: SourcesFile, limit: int = 200,
+                          hops: LatencyHistogram | None = None) -> DiscoveryStats:
+    """Links of staged seed/list/sitemap pages not yet discovered → frontier; marks them
+    done. Most list pages never wait here: the fetch worker's list hop discovers them
+    right after their fetch; these are the ones it could not (a tier away) and pages
+    staged by other means. ``hops`` gets each page's time from fetch to frontier.
 
     Rows are claimed with SKIP LOCKED, so several discoverers can run; re-running after a
     crash re-discovers a page at most, and dedup makes that harmless.
@@ -130,18 +135,18 @@ async def discover_staged(comps: Components, sources: SourcesFile,
     grades: list[tuple[int, bool, float, float]] = []  # adaptive re-crawl of the list pages
     async with comps.pool.connection() as conn, conn.transaction():
         rows = await claim_undiscovered(conn, limit)
-        for _at, _id, source_id, url, final_url, ctype, body, task_id in rows:
+        for fetched_at, _id, source_id, url, final_url, ctype, body, task_id in rows:
             if source_id not in sources.ids or body is None:
                 continue
             source = sources.get(source_id)
-            links = extract(decompress.decompress(body), ctype)
-            floor = source.cadence_td.total_seconds()
-            page = await comps.discovery.discover(source, final_url or url, links,
-                                                  fresh_s=FRESH_CADENCES * floor)
+            page = await comps.discovery.discover_page(source, final_url or url,
+                                                       decompress.decompress(body), ctype)
             stats.merge(page)
+            if hops is not None:
+                hops.add((datetime.now(UTC) - fetched_at).total_seconds() * 1000)
             if source.recrawl.adaptive:
-                grades.append((task_id, page.queued + page.requeued + page.fresh > 0,
-                               floor, source.max_interval_td.total_seconds()))
+                grades.append((task_id, page.news, source.cadence_td.total_seconds(),
+                               source.max_interval_td.total_seconds()))
         await mark_discovered(conn, rows)
     await comps.ledger.grade_lists(grades, SHRINK, GROW)
     return stats

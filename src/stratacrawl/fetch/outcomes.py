@@ -1,8 +1,9 @@
 """What a fetch means for its task: the ledger outcome by the retry rules (the kind of
 answer is ``fetch/classify.py``'s), and for a page that recurs, its next re-crawl
-(``frontier/recrawl.py``). A list page whose body changed is graded when its links are
-discovered (``Ledger.grade_lists``): a paginated list shifts on every new item, and only
-the page that shows new links has changed for the crawl."""
+(``frontier/recrawl.py``). A list page whose body changed has changed for the crawl only
+if it shows news (a paginated list shifts on every new item): known at once when the
+list hop discovered its links (``news``), else graded when the discovery loop does
+(``Ledger.grade_lists``)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ MAX_ATTEMPTS = 5
 
 
 def outcome_for(task: ClaimedTask, result: FetchResult, source: Source, level2: bool,
-                now: datetime, content_hash: str | None = None) -> Outcome:
+                now: datetime, content_hash: str | None = None,
+                news: bool | None = None) -> Outcome:
     """The task's outcome; ``level2``: its batch mostly failed (a transient failure then
-    waits ``LEVEL2_DELAY``); ``content_hash``: of this fetch's body."""
+    waits ``LEVEL2_DELAY``); ``content_hash``: of this fetch's body; ``news``: whether
+    a list page's links, discovered already, showed news (None: not discovered yet)."""
     v = result.verdict
     if v.success:
         if recurs(source, task.kind):
             change = changed(task.content_hash, result.status, content_hash)
             if change and task.kind in LISTS and source.recrawl.adaptive:
-                change = None   # a new list body: discovery tells whether it has new links
+                change = news   # a new list body: whether it has news (None: grade later)
             nxt = next_interval(source, task.recrawl_s, change, now)
             return Outcome(task.id, TaskState.PENDING, result.status, None, nxt.due_at,
                            nxt.seconds, change)

@@ -22,11 +22,12 @@ from datetime import UTC, datetime
 
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.staging import StagedFetch, make_row
+from stratacrawl.cold.staging import StagedFetch, make_row, to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
+from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.outcomes import outcome_for
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
@@ -85,9 +86,11 @@ class FetchWorker:
                  hot_urls: HotURLState, redis: HotRedis, pool: AsyncConnectionPool,
                  sources: SourcesFile, writer: StagingWriter, worker_id: str,
                  run_id: str | None = None, max_batches: int = 64, monitoring: bool = True,
-                 rng: random.Random | None = None,
+                 rng: random.Random | None = None, hop: ListHop | None = None,
                  on_result: Callable[[str, FetchResult], None] | None = None) -> None:
         self.frontier = frontier
+        self.hop = hop   # list pages' links into the frontier right after their fetch
+        self.last_fetch_at: float | None = None   # time.monotonic() of the latest fetch
         self.ledger = frontier.ledger
         self.scheduler = scheduler
         self.url_rules = url_rules
@@ -142,23 +145,7 @@ class FetchWorker:
                 return
             await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
             client = await self.client_for(source)
-            validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
-            results: list[tuple[ClaimedTask, FetchResult]] = []
-            staged: list[StagedFetch] = []
-            for task, hot in zip(batch.tasks, validators, strict=True):
-                v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
-                result = await self.fetcher.fetch(client, source, task.url,
-                                                  {k: x for k, x in v.items() if x},
-                                                  trace_id=task.trace_id)
-                results.append((task, result))
-                self.latency.add(result.elapsed_ms)
-                if self.on_result:
-                    self.on_result(source.id, result)
-                staged.append(self._staged(task, result, source))  # compressed from here on
-                result.release_body()
-                if result.verdict.reason == "source-held":  # Retry-After: skip it till then
-                    self._skip_until[source.id] = time.monotonic() + (
-                        result.verdict.retry_after_s or 0.0)
+            results, staged, news = await self._fetch_all(source, batch, client)
             for task, r in results:
                 if not r.verdict.success:
                     log.info("fetch failed: %s", r.verdict.reason, extra={
@@ -171,7 +158,8 @@ class FetchWorker:
             stats.delayed_batches += int(level2)
             now = datetime.now(UTC)
             for (task, result), item in zip(results, staged, strict=True):
-                item.outcome = outcome_for(task, result, source, level2, now, item.content_hash)
+                item.outcome = outcome_for(task, result, source, level2, now, item.content_hash,
+                                           news.get(task.id))
                 await self.writer.add(source.id, item)
                 stats.fetched += 1
                 stats.latency_ms += result.elapsed_ms
@@ -194,6 +182,46 @@ class FetchWorker:
         finally:
             self._slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
+
+    async def _fetch_all(self, source: Source, batch: Batch, client: SourceClient,
+                         ) -> tuple[list[tuple[ClaimedTask, FetchResult]], list[StagedFetch],
+                                    dict[int, bool]]:
+        """Fetch the batch's tasks one after the other (conditionally, with the validators
+        hot holds); each result as a staging row, and the news of every list page whose
+        links the hop put in the frontier (task id → whether it showed news)."""
+        validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
+        results: list[tuple[ClaimedTask, FetchResult]] = []
+        staged: list[StagedFetch] = []
+        news: dict[int, bool] = {}
+        for task, hot in zip(batch.tasks, validators, strict=True):
+            v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
+            result = await self.fetcher.fetch(client, source, task.url,
+                                              {k: x for k, x in v.items() if x},
+                                              trace_id=task.trace_id)
+            fetched = self.last_fetch_at = time.monotonic()
+            results.append((task, result))
+            self.latency.add(result.elapsed_ms)
+            if self.on_result:
+                self.on_result(source.id, result)
+            content_hash = (hashlib.blake2b(result.body, digest_size=16).hexdigest()
+                            if result.body else None)
+            same = changed(task.content_hash, result.status, content_hash) is False
+            page = None
+            if self.hop is not None and to_discover(result.verdict.success, task.kind,
+                                                    result.body, same):
+                page = await self.hop(source, task, result, fetched)
+                if page is not None:
+                    news[task.id] = page.news
+                    if page.queued or page.requeued:  # new work: claim it now, not in 1 s
+                        self._skip_until.pop(source.id, None)
+                        self._wake.set()
+            staged.append(self._staged(task, result, source, content_hash, same,
+                                       discovered=page is not None))  # compressed from here
+            result.release_body()
+            if result.verdict.reason == "source-held":  # Retry-After: skip it till then
+                self._skip_until[source.id] = time.monotonic() + (
+                    result.verdict.retry_after_s or 0.0)
+        return results, staged, news
 
     async def _drop_redundant(self, source: Source, batch: Batch,
                               stats: SourceStats) -> list[ClaimedTask]:
@@ -268,11 +296,11 @@ class FetchWorker:
             except Exception as e:  # Redis away: slots come back when it does
                 log.warning("fetch: slots not renewed: %r", e)
 
-    def _staged(self, task: ClaimedTask, r: FetchResult, source: Source) -> StagedFetch:
+    def _staged(self, task: ClaimedTask, r: FetchResult, source: Source,
+                content_hash: str | None, same_as_last: bool, discovered: bool) -> StagedFetch:
         """The staging row of one fetch (body zstd-compressed); its ledger outcome is set
         when the batch is over (a batch that mostly failed is delayed as a whole)."""
         success = r.verdict.success
-        content_hash = hashlib.blake2b(r.body, digest_size=16).hexdigest() if r.body else None
         row = None
         if r.status is not None:
             row = make_row(fetched_at=r.fetched_at, fetch_key=f"{task.id}:{task.attempts}:"
@@ -281,8 +309,7 @@ class FetchWorker:
                            status=r.status, headers=r.headers, content_type=r.content_type,
                            body=r.body, elapsed_ms=r.elapsed_ms, trace_id=r.trace_id,
                            worker=self.worker_id, kind=task.kind, success=success,
-                           same_as_last=changed(task.content_hash, r.status,
-                                                content_hash) is False)
+                           same_as_last=same_as_last, discovered=discovered)
         canonical = None
         if success and r.body and "html" in (r.content_type or ""):
             href = canonical_link(r.body)

@@ -16,6 +16,8 @@ from stratacrawl.cold.tasks import URGENT, NewTask
 from stratacrawl.errors import InvalidURL
 from stratacrawl.frontier.dedup import Dedup, Seen
 from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.frontier.links import extract
+from stratacrawl.frontier.recrawl import FRESH_CADENCES
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
 from stratacrawl.url_equivalence import Rule, rewrite
@@ -33,6 +35,12 @@ class DiscoveryStats:
     known: int = 0
     fresh: int = 0   # of the known: items crawled within fresh_s
     dropped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def news(self) -> bool:
+        """Whether the page showed news: a link new to the crawl, a stale one queued again,
+        or an item fetched lately (another page told of it first)."""
+        return self.queued + self.requeued + self.fresh > 0
 
     def merge(self, other: DiscoveryStats) -> None:
         self.links += other.links
@@ -111,6 +119,14 @@ class Discovery:
             await self._discover(source, base, hrefs[i:i + CHUNK_LINKS], depth, trace_id,
                                  stats, fresh_s)
         return stats
+
+    async def discover_page(self, source: Source, url: str, body: bytes,
+                            content_type: str | None) -> DiscoveryStats:
+        """The links of a fetched seed, list or sitemap page (``url``: where it was
+        fetched from, after redirects; ``body``: uncompressed) into the frontier. Known
+        items fetched within ``FRESH_CADENCES`` of the source's cadence count as news."""
+        return await self.discover(source, url, extract(body, content_type),
+                                   fresh_s=FRESH_CADENCES * source.cadence_td.total_seconds())
 
     async def _discover(self, source: Source, base: str | None, hrefs: Sequence[str | bytes],
                         depth: int, trace_id: str | None, stats: DiscoveryStats,

@@ -121,3 +121,36 @@ async def test_redesign_marks_format_errors_raises_anomaly_and_reclean_recovers(
     records = await records_by_url(comps)
     share = matching_share(st.sim.truth()[products.id], records, ["name", "price"])
     assert share >= 0.99
+
+
+async def test_two_cleaner_processes_clean_every_page_once(comps: Components, site,
+                                                           tmp_path) -> None:
+    """``clean --processes 2``: each page claimed by one process only, the figures of both
+    merged, and the records those of one cleaner (the ground truth)."""
+    import yaml
+
+    from stratacrawl.clean.run import clean_staged
+    from stratacrawl.sources import load_sources
+
+    st, specs = site
+    path = tmp_path / "sources.yaml"
+    path.write_text(yaml.safe_dump(sources_for(specs).model_dump(mode="json",
+                                                                 exclude={"path"})))
+    sources = load_sources(path)
+    await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
+    async with comps.pool.connection() as conn:
+        items = (await (await conn.execute(
+            "SELECT count(*) FROM staging WHERE clean_state = 'new'")).fetchone())[0]
+    report = await clean_staged(comps.pool, comps.redis, sources, processes=2,
+                                batch_size=20, target=comps.clean_target(sources))
+    assert report.stats.pages == items > 100
+    assert sum(s.pages for s in report.stats.sources.values()) == items
+    async with comps.pool.connection() as conn:
+        states = dict(await (await conn.execute(
+            "SELECT clean_state, count(*) FROM staging WHERE kind = 'item' GROUP BY 1"
+        )).fetchall())
+    assert states.get("new", 0) == 0 and states.get("cleaned", 0) == items
+    truth, records = st.sim.truth(), await records_by_url(comps)
+    assert all(len(v) == 1 for v in records.values())   # no record twice
+    for spec in specs:
+        assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99

@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from unittest.mock import patch
 
 import pytest
 
@@ -44,13 +43,13 @@ async def test_a_crawl_demotes_at_its_end_only_within_its_budget(comps: Componen
                                                                site) -> None:
     """Past the budget what is left stays unsynced in cold for the demotion deployment."""
     _, specs = site
-    with patch("stratacrawl.crawl.steps.END_DEMOTION_S", 0.0):
-        report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
-                             flush_s=0.3)
+    comps.settings.end_demotion_s = 0.0
+    report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
+                         flush_s=0.3)
     assert report.fetched > 0 and report.demoted == 0
     assert await warm_count(comps, "url_dedup") == 0
-    assert await demote_at_end(comps) > 0          # a batch at a time, until none is left
-    assert await demote_at_end(comps) == 0
+    assert await demote_at_end(comps, budget_s=60) > 0   # a batch at a time, until none is left
+    assert await demote_at_end(comps, budget_s=60) == 0
     async with comps.pool.connection() as conn:
         crawled = (await (await conn.execute(
             "SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL")).fetchone())[0]

@@ -1,0 +1,85 @@
+"""Cleaning on several cores: ``processes`` cleaner processes, each with its own
+PostgreSQL pool and Redis client, claiming staged pages by ``SKIP LOCKED`` as a single
+cleaner does — so they never clean the same page, and stopping one loses nothing (its
+open transaction rolls back and the pages are claimed again).
+
+Extraction is CPU-bound Python (lexbor, trafilatura): one process cleans at one core's
+speed, and a busy crawler host needs the others. The processes are spawned (not forked:
+the parent holds an event loop and open sockets) and report their figures back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from stratacrawl.clean.stats import CleanStats
+
+
+@dataclass(frozen=True)
+class CleanTarget:
+    """What a cleaner process needs to open connections of its own."""
+
+    database_url: str
+    redis_url: str | None
+    redis_cluster: bool
+    sources_path: str
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class CleanJob:
+    seconds: float | None = None
+    source_ids: tuple[str, ...] | None = None
+    follow: bool = False
+    batch_size: int = 200
+
+
+def default_processes(cpus: int | None = None) -> int:
+    """One cleaner per core but one (left to the fetch worker of the host), at least one."""
+    return max(1, (cpus or os.cpu_count() or 1) - 1)
+
+
+def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
+    import uvloop
+
+    from stratacrawl.clean.cleaner import Cleaner
+    from stratacrawl.cold.pool import make_pool
+    from stratacrawl.hot.client import connect
+    from stratacrawl.sources import load_sources
+    from stratacrawl.tuning import tune_long_running
+
+    tune_long_running()   # an entry point of its own: the cleaner's GC settings
+
+    async def main() -> CleanStats:
+        sources = load_sources(target.sources_path)
+        hot = (connect(target.redis_url, cluster=target.redis_cluster, max_connections=4,
+                       pool_wait_s=30.0, connect_timeout_s=target.connect_timeout_s)
+               if target.redis_url else contextlib.nullcontext(None))
+        async with make_pool(target.database_url, max_size=2, name="cleaner") as pool, \
+                hot as redis:
+            cleaner = Cleaner(pool=pool, redis=redis, sources=sources,
+                              batch_size=job.batch_size)
+            return await cleaner.run(seconds=job.seconds, follow=job.follow,
+                                     source_ids=list(job.source_ids or []) or None)
+
+    return uvloop.run(main())
+
+
+async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob) -> CleanStats:
+    """Run ``processes`` cleaner processes until each finds nothing left (or ``job``'s
+    time is up); their figures merged (``seconds``: the whole run's)."""
+    loop = asyncio.get_running_loop()
+    total = CleanStats()
+    t0 = loop.time()
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as ex:
+        for stats in await asyncio.gather(*(loop.run_in_executor(ex, _clean_in_process,
+                                                                  target, job)
+                                            for _ in range(processes))):
+            total.merge(stats)
+    total.seconds = loop.time() - t0
+    return total

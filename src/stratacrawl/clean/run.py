@@ -1,0 +1,54 @@
+"""One cleaning run, as the CLI, the flow and the demo start it: what is staged cleaned
+(in this process or in several), then the format anomalies looked for."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.clean.anomaly import check_format_anomalies
+from stratacrawl.clean.cleaner import Cleaner
+from stratacrawl.clean.parallel import CleanJob, CleanTarget, clean_in_processes
+from stratacrawl.clean.stats import CleanStats
+from stratacrawl.cold.staging import clean_states
+from stratacrawl.hot.client import HotRedis
+from stratacrawl.sources import SourcesFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CleanReport:
+    stats: CleanStats
+    anomalies: list[str]                        # sources whose format errors jumped
+    states: dict[str, dict[str, int]]           # per source: item pages by clean state (24 h)
+
+
+async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
+                       sources: SourcesFile, *, seconds: float | None = None,
+                       source_ids: list[str] | None = None, batch_size: int = 200,
+                       follow: bool = False, processes: int = 1,
+                       target: CleanTarget | None = None) -> CleanReport:
+    """One cleaning run: clean what is staged (in this process, or with ``processes`` > 1
+    in that many cleaner processes connecting to ``target``), then look for format
+    anomalies."""
+    if processes > 1:
+        if target is None:
+            raise ValueError("cleaning in several processes needs their connections (target)")
+        stats = await clean_in_processes(target, processes, CleanJob(
+            seconds=seconds, source_ids=tuple(source_ids) if source_ids else None,
+            follow=follow, batch_size=batch_size))
+    else:
+        cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
+        stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
+    for sid, st in sorted(stats.sources.items()):
+        if st.unknown_timezones:
+            log.warning("%s: %d date(s) with a time-zone abbreviation not understood, read "
+                        "as UTC: %s", sid, sum(st.unknown_timezones.values()),
+                        ", ".join(f"{k} {n}" for k, n in st.unknown_timezones.most_common(5)),
+                        extra={"source_id": sid})
+    ids = source_ids or sources.ids
+    return CleanReport(stats, await check_format_anomalies(pool, ids),
+                       await clean_states(pool, ids))
