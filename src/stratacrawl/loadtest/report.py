@@ -12,6 +12,7 @@ import httpx
 
 from stratacrawl.loadtest.result import LoadTestResult, result_json
 from stratacrawl.loadtest.run import SIM_STATS_TIMEOUT_S
+from stratacrawl.loadtest.summary import TARGET_PAGES_PER_S
 
 log = logging.getLogger(__name__)
 ARTIFACT_KEY = "stratacrawl-loadtest"
@@ -135,6 +136,16 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
               "|---|---|---|"]
     for name, p in result.processes.items():
         lines.append(f"| {name} | {p['cpu_percent']} | {p['peak_rss_mb']} |")
+    if result.cpu_ms_per_page:
+        total = f.get("cpu_ms_per_page", 0.0)
+        lines += ["", "## CPU per page", "",
+                  "CPU milliseconds per landed page, over the run and the cleaning drain "
+                  "(storage servers read from the OS when they run on this host):", "",
+                  "| component | CPU ms per page |", "|---|---|"]
+        lines += [f"| {name} | {ms} |" for name, ms in result.cpu_ms_per_page.items()]
+        lines += [f"| **all** | **{total}** |", "",
+                  f"At this cost, {TARGET_PAGES_PER_S:,} pages/s needs about "
+                  f"{f.get('cores_for_target_rate')} cores of this machine's speed in all."]
     lines += ["", f"Fetch outcomes by reason (workers that reported): {f['reasons']}", ""]
     if chart_name:
         lines += [f"![throughput and backlog]({chart_name})", ""]

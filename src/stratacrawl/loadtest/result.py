@@ -61,6 +61,9 @@ class LoadTestResult:
     samples: list[Sample] = field(default_factory=list)
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     processes: dict[str, dict[str, float]] = field(default_factory=dict)
+    # CPU milliseconds per landed page, by component (fetch workers, cleaner, simulator,
+    # Prefect, and each storage server), over the whole run and its cleaning drain
+    cpu_ms_per_page: dict[str, float] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     killed: dict[str, Any] = field(default_factory=dict)
     flow_runs: dict[str, str] = field(default_factory=dict)  # via Prefect: worker -> state
@@ -74,5 +77,6 @@ class LoadTestResult:
 def result_json(result: LoadTestResult) -> str:
     return json.dumps({"config": result.config.__dict__, "seconds": round(result.seconds, 1),
                        "figures": result.figures, "workers": result.workers,
-                       "processes": result.processes, "killed": result.killed,
+                       "processes": result.processes,
+                       "cpu_ms_per_page": result.cpu_ms_per_page, "killed": result.killed,
                        "flow_runs": result.flow_runs}, indent=2)

@@ -22,6 +22,7 @@ import yaml
 
 from stratacrawl.cold import run_audit as audit
 from stratacrawl.cold.db import libpq_url
+from stratacrawl.loadtest.cpu import ServerCPU
 from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
@@ -31,7 +32,7 @@ from stratacrawl.loadtest.processes import (
     crawl_worker,
 )
 from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult, Sample
-from stratacrawl.loadtest.summary import summarize, usage_figures
+from stratacrawl.loadtest.summary import cpu_per_page, summarize, usage_figures
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.process import SimulatorProcess
@@ -121,10 +122,19 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
         arrivals: dict[str, dict[int, int]] = defaultdict(dict)
         assert sim.proc is not None
         others = {"simulator": UsageProbe(sim.proc.pid)}
+        servers = ServerCPU.of({"postgres": rt.endpoints.database_url,
+                                "redis": rt.endpoints.redis_url,
+                                "elasticsearch_api": rt.endpoints.elasticsearch_url})
         try:
             if pool is not None:
                 others["prefect-server"] = UsageProbe(pool.start(), tree=True)
+            before = servers.read()
             _run(rt, cfg, result, workers, clean, pool, sim, sources, arrivals, others)
+            cpu_per_page(result, {
+                "fetch workers": sum(w.usage.cpu_seconds for w in workers),
+                "cleaner": clean.usage.cpu_seconds,
+                **{name: probe.usage.cpu_seconds for name, probe in others.items()},
+                **ServerCPU.spent(before, servers.read())})
         finally:
             for p in (*workers, clean):
                 p.wait(0)

@@ -160,6 +160,20 @@ def summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         "reasons": dict(reasons.most_common(8)), "seed": SEED_FIGURES}
 
 
+TARGET_PAGES_PER_S = 1500   # the rate the load test is measured against (3 nodes)
+
+
+def cpu_per_page(result: LoadTestResult, cpu_s: dict[str, float]) -> None:
+    """``result.cpu_ms_per_page`` from each component's CPU seconds over the run, and the
+    cores ``TARGET_PAGES_PER_S`` needs at that cost (hardware sizing: the figure scales
+    with the rate, since every component's work is per page)."""
+    pages = max(1, sum(int(w["landed"]) for w in result.workers.values()))
+    result.cpu_ms_per_page = {k: round(v / pages * 1000, 3) for k, v in cpu_s.items()}
+    total = sum(result.cpu_ms_per_page.values())
+    result.figures["cpu_ms_per_page"] = round(total, 3)
+    result.figures["cores_for_target_rate"] = round(total * TARGET_PAGES_PER_S / 1000, 1)
+
+
 def _fetch_window(samples: list[Sample], deadline: float) -> tuple[float, float]:
     """(pages/s, seconds) from the first staged page to the workers' deadline: the
     fetching itself, without process start-up and the drain of the last batches."""

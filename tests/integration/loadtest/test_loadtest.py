@@ -38,9 +38,15 @@ def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> 
     assert not result.workers["worker-2"]["killed"]
     after_kill = [s for s in result.samples if s.t > k["at_s"]]
     assert after_kill[-1].landed["worker-2"] > after_kill[0].landed["worker-2"]  # it went on
+    cpu = result.cpu_ms_per_page   # every component, the storage servers read from the OS
+    assert {"fetch workers", "cleaner", "simulator", "postgres", "redis",
+            "elasticsearch_api"} <= set(cpu) and all(v >= 0 for v in cpu.values())
+    assert cpu["fetch workers"] > 0 and cpu["postgres"] > 0
+    assert f["cores_for_target_rate"] == round(f["cpu_ms_per_page"] * 1.5, 1)
     md, png = write_report(result, tmp_path)
     text = md.read_text()
     assert "kill -9 of worker-1" in text and "| worker-2 |" in text
+    assert "## CPU per page" in text and "1,500 pages/s needs about" in text
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -65,5 +71,6 @@ def test_prefect_work_pool_workers_share_the_crawl_and_take_over_a_dead_one(
     assert f["loadtest_rate_violations"] == 0
     k = result.killed
     assert k["lost"] == 0 and k["held_by_dead_worker"] == 0 and k["refetched_by_others"] > 0
+    assert result.cpu_ms_per_page["prefect-server"] > 0   # the Prefect server's share
     md, _ = write_report(result, tmp_path)
     assert "Prefect workers of a process work pool" in md.read_text()
