@@ -132,24 +132,31 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
                      f"{w['pages_per_s']} | {w['success_rate']} | {w['mean_latency_ms']} | "
                      f"{w['p99_latency_ms']} | {w.get('mean_in_flight')} | "
                      f"{w.get('mean_loop_lag_ms')} / {w.get('max_loop_lag_ms')} |")
-    lines += ["", "## Processes", "", "| process | CPU % of one core (mean) | peak RSS MB |",
-              "|---|---|---|"]
-    for name, p in result.processes.items():
-        lines.append(f"| {name} | {p['cpu_percent']} | {p['peak_rss_mb']} |")
-    if result.cpu_ms_per_page:
-        total = f.get("cpu_ms_per_page", 0.0)
-        lines += ["", "## CPU per page", "",
-                  "CPU milliseconds per landed page, over the run and the cleaning drain "
-                  "(storage servers read from the OS when they run on this host):", "",
-                  "| component | CPU ms per page |", "|---|---|"]
-        lines += [f"| {name} | {ms} |" for name, ms in result.cpu_ms_per_page.items()]
-        lines += [f"| **all** | **{total}** |", "",
-                  f"At this cost, {TARGET_PAGES_PER_S:,} pages/s needs about "
-                  f"{f.get('cores_for_target_rate')} cores of this machine's speed in all."]
+    lines += _processes_section(result)
     lines += ["", f"Fetch outcomes by reason (workers that reported): {f['reasons']}", ""]
     if chart_name:
         lines += [f"![throughput and backlog]({chart_name})", ""]
     return "\n".join(lines)
+
+
+def _processes_section(result: LoadTestResult) -> list[str]:
+    """The processes' CPU and memory, and the CPU each component spent per page."""
+    lines = ["", "## Processes", "", "| process | CPU % of one core (mean) | peak RSS MB |",
+             "|---|---|---|"]
+    for name, p in result.processes.items():
+        lines.append(f"| {name} | {p['cpu_percent']} | {p['peak_rss_mb']} |")
+    if not result.cpu_ms_per_page:
+        return lines
+    f = result.figures
+    lines += ["", "## CPU per page", "",
+              "CPU milliseconds per landed page, over the run and the cleaning drain "
+              "(storage servers read from the OS when they run on this host):", "",
+              "| component | CPU ms per page |", "|---|---|"]
+    lines += [f"| {name} | {ms} |" for name, ms in result.cpu_ms_per_page.items()]
+    lines += [f"| **all** | **{f.get('cpu_ms_per_page', 0.0)}** |", "",
+              f"At this cost, {TARGET_PAGES_PER_S:,} pages/s needs about "
+              f"{f.get('cores_for_target_rate')} cores of this machine's speed in all."]
+    return lines
 
 
 def publish_artifact(md: Path, api_url: str | None = None) -> str | None:
