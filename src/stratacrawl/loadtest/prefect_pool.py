@@ -100,6 +100,17 @@ class PrefectPool:
                     out[queue] = "UNKNOWN"
         return out
 
+    def await_finished(self, queues: list[str], deadline: float) -> None:
+        """Wait (until ``deadline``, wall-clock) for the flow runs of ``queues`` to reach a
+        final state: a run prints its final report before its task run, artifacts and
+        connections are closed, and stopping its worker then would kill it mid-way."""
+        final = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+        while time.time() < deadline:
+            states = self.states()
+            if all(states.get(q) in final for q in queues):
+                return
+            time.sleep(1)
+
     def await_crashed(self, queue: str, deadline: float) -> float | None:
         """Wait (until ``deadline``, wall-clock) for the server's automation to mark the
         flow run of ``queue`` Crashed after its process was killed; returns the wall-clock

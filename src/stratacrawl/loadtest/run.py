@@ -189,6 +189,9 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
             if now - t0 > seconds + (300 if pool is not None else 120):
                 break
         fetch_seconds = time.monotonic() - t0
+        if pool is not None:   # the flow runs that reported: let them finish first
+            pool.await_finished([w.name for w in workers if w.final is not None],
+                                time.time() + FINAL_WAIT_S)
         for w in workers:
             w.wait(FINAL_WAIT_S)
         _sim_arrivals(sim, arrivals, result)
