@@ -25,24 +25,11 @@ from scrapy.downloadermiddlewares import cookies
 from scrapy.http import Response, TextResponse
 from tldextract import TLDExtract
 
+from stratacrawl.frontier.links import json_links
+
 # Scrapy's cookie middleware splits domains with tldextract, which would fetch the public
 # suffix list over the network first; the bundled snapshot is what an offline crawl uses.
 cookies._split_domain = TLDExtract(include_psl_private_domains=True, suffix_list_urls=())
-
-JSON_LINK_KEYS = {"url", "href", "link", "next", "next_url", "nextPage"}
-
-
-def json_links(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k in JSON_LINK_KEYS and isinstance(v, str):
-                yield v
-            else:
-                yield from json_links(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from json_links(v)
-
 
 class Site:
     def __init__(self, entry: dict[str, Any]) -> None:
@@ -86,7 +73,7 @@ class PeerSpider(Spider):
         if not isinstance(response, TextResponse):
             return
         if "json" in response.headers.get("Content-Type", b"").decode().lower():
-            hrefs: Any = json_links(response.json())
+            hrefs: Any = json_links(response.body)   # the keys Stratacrawl reads links from
         else:
             hrefs = response.css("a::attr(href), link[rel=next]::attr(href)").getall()
         for href in hrefs:

@@ -67,9 +67,7 @@ def _run(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, float,
 def _stratacrawl(round_: int, folder: Path, sources_yaml: Path) -> dict[str, Any]:
     with bench_runtime(f"peers{round_}") as rt:
         uvloop.run(rt.prepare())   # the schema is there before the clock starts
-        servers = ServerCPU.of({"postgres": rt.endpoints.database_url,
-                                "redis": rt.endpoints.redis_url,
-                                "elasticsearch_api": rt.endpoints.elasticsearch_url})
+        servers = ServerCPU.of_endpoints(rt.endpoints)
         before = servers.read()
         log = folder / f"stratacrawl-{round_}.log"
         seconds, cpu, rss = _run(
@@ -132,10 +130,11 @@ def _figures(ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
                                           for r in ours)
                   for name in ours[0]["servers_cpu_s"]}
     their_cpu = statistics.median(_per_1k(r["cpu_s"], r["pages"]) for r in theirs)
-    rows = {"stratacrawl": [{**r, "cpu_s_per_1k_pages": round(_per_1k(r["cpu_s"], r["pages"]), 3),
-                             "pages_per_s": round(r["pages"] / r["seconds"], 1)} for r in ours],
-            "scrapy": [{**r, "cpu_s_per_1k_pages": round(_per_1k(r["cpu_s"], r["pages"]), 3),
-                        "pages_per_s": round(r["pages"] / r["seconds"], 1)} for r in theirs]}
+    def with_rates(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**r, "cpu_s_per_1k_pages": round(_per_1k(r["cpu_s"], r["pages"]), 3),
+                 "pages_per_s": round(r["pages"] / r["seconds"], 1)} for r in runs]
+
+    rows = {"stratacrawl": with_rates(ours), "scrapy": with_rates(theirs)}
     common = {"sources": sources, "rate": RATE, "concurrency": 8, "runs": rows}
     yield Figure("peers", "peer_wall_ratio", their_s / our_s, "x", extra={
         "stratacrawl_s": round(our_s, 1), "scrapy_s": round(their_s, 1),

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 import psutil
 from psycopg.conninfo import conninfo_to_dict
 
+from stratacrawl.services import Endpoints
+
 
 def listener(port: int | str) -> psutil.Process | None:
     """The process listening on TCP ``port`` (or on the Unix socket at that path) on
@@ -76,6 +78,12 @@ class ServerCPU:
             if proc is not None:
                 procs[name] = proc
         return cls(procs)
+
+    @classmethod
+    def of_endpoints(cls, endpoints: Endpoints) -> ServerCPU:
+        """The three storage servers a run uses."""
+        return cls.of({"postgres": endpoints.database_url, "redis": endpoints.redis_url,
+                       "elasticsearch_api": endpoints.elasticsearch_url})
 
     def read(self) -> dict[str, float]:
         return {name: tree_cpu_s(p) for name, p in self.procs.items()}

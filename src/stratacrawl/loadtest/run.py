@@ -122,9 +122,7 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
         arrivals: dict[str, dict[int, int]] = defaultdict(dict)
         assert sim.proc is not None
         others = {"simulator": UsageProbe(sim.proc.pid)}
-        servers = ServerCPU.of({"postgres": rt.endpoints.database_url,
-                                "redis": rt.endpoints.redis_url,
-                                "elasticsearch_api": rt.endpoints.elasticsearch_url})
+        servers = ServerCPU.of_endpoints(rt.endpoints)
         try:
             if pool is not None:
                 others["prefect-server"] = UsageProbe(pool.start(), tree=True)
