@@ -53,17 +53,19 @@ async def assert_nothing_lost(c: Components, truth: dict[str, list[dict[str, obj
 
 async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         comps: Components) -> None:
-    specs = small_site(2, 140, backlog=40)
+    specs = small_site(2, 140, backlog=100)
     with SimulatorThread(specs) as st:
-        # 3 s at 8 requests/s: ~20 of each source's ~42 pages (list links reach the
-        # frontier right after their fetch, so a faster pace finishes the site in 3 s)
+        # 3 s at 8 requests/s (the batches claimed by then run on at that pace for a few
+        # seconds more): ~60 of each source's ~110 pages. A site small enough to finish in
+        # that time leaves no ready task to rebuild.
         sources = sources_for(specs, rate=8.0)
         await crawl(comps, sources, until_idle=False, seconds=3, flush_s=0.3)
         async with comps.pool.connection() as conn:
             known = [r[0] for r in await (await conn.execute(
                 "SELECT url FROM url_state WHERE last_crawled IS NOT NULL LIMIT 20")).fetchall()]
             pending = (await (await conn.execute(
-                "SELECT count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT')")).fetchone())[0]
+                "SELECT count(*) FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT') "
+                "AND due_at <= now()")).fetchone())[0]
         assert known and pending > 0, "the crawl should be half done"
         await comps.redis.flushdb()                       # Redis loses everything
         assert not await comps.bloom.is_ready()
