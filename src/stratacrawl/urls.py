@@ -63,8 +63,46 @@ def _browser_form(text: str, scheme: str) -> str:
     return f"{scheme}://{rest.lstrip('/')}"
 
 
+# URLs already in canonical form, in the shapes most links and pages have: lower-case
+# scheme and host name (or a dotted quad), a port only if not the default, path segments
+# of unreserved characters (none empty, none starting with a dot), no index file, and a
+# query of plain, sorted parameters that are neither tracking nor session ids. Such a URL
+# is its own canonical form (a property test checks the full path agrees), and is
+# returned as it is: the full path costs ~0.2 ms, and discovery, the fetch worker and
+# the cleaner each canonicalize every URL they handle.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
+_PARAM = r"[a-z0-9_]+=[A-Za-z0-9._~-]*"
+_CANONICAL = re.compile(
+    rf"(?P<scheme>https?)://(?P<host>(?:{_LABEL}\.)*[a-z](?:[a-z0-9-]{{0,61}}[a-z0-9])?"
+    rf"|{_OCTET}(?:\.{_OCTET}){{3}})(?::(?P<port>[1-9][0-9]{{0,4}}))?"
+    rf"(?P<path>/(?:{_SEGMENT}/)*(?:{_SEGMENT})?)(?:\?(?P<query>{_PARAM}(?:&{_PARAM})*))?")
+
+
+def _is_canonical(text: str) -> bool:
+    """Whether ``text`` is, by its shape alone, a canonical URL (see ``_CANONICAL``)."""
+    m = _CANONICAL.fullmatch(text)
+    if m is None or len(text) > MAX_URL_LENGTH or "--" in m["host"] or _INDEX.search(m["path"]):
+        return False
+    if m["port"] is not None and (int(m["port"]) > 65535
+                                  or int(m["port"]) == DEFAULT_PORTS[m["scheme"]]):
+        return False
+    if m["query"] is None:
+        return True
+    pairs = [tuple(p.split("=", 1)) for p in m["query"].split("&")]
+    return pairs == sorted(pairs) and not any(
+        TRACKING.match(k) or SESSION_PARAMS.match(k) for k, _ in pairs)
+
+
 def canonicalize(url: str | bytes) -> str:
     """The canonical form of an absolute http(s) URL."""
+    if isinstance(url, str) and _is_canonical(url):
+        return url
+    return _canonicalize(url)
+
+
+def _canonicalize(url: str | bytes) -> str:
     if isinstance(url, bytes):
         try:
             url = url.decode("utf-8")

@@ -157,3 +157,43 @@ def test_canonicalize_is_idempotent_and_raises_only_invalid_url(raw: str | bytes
     assert canonicalize(once) == once
     assert once.startswith(("http://", "https://"))
     assert canonical_fingerprint(once) == fingerprint(raw)  # discovery's shortcut
+
+
+# The shortcut for URLs already canonical (``urls._is_canonical``) must agree with the
+# full path on every URL it takes; these strategies produce mostly such URLs.
+LABELS = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+SHORTCUT_CANDIDATES = st.builds(
+    lambda scheme, host, port, segments, slash, params:
+        f"{scheme}://{host}{port}/{'/'.join(segments)}{slash if segments else ''}"
+        + ("?" + "&".join(f"{k}={v}" for k, v in params) if params else ""),
+    st.sampled_from(["http", "https"]),
+    st.one_of(st.lists(LABELS, min_size=1, max_size=3).map(".".join),
+              st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", fullmatch=True)),
+    st.sampled_from(["", ":80", ":443", ":8080", ":65535", ":65536"]),
+    st.lists(st.one_of(st.from_regex(r"[A-Za-z0-9._~-]{1,10}", fullmatch=True),
+                       st.sampled_from(["index.html", "Default.aspx", ".", "..", ".x"])),
+             max_size=4),
+    st.sampled_from(["", "/"]),
+    st.lists(st.tuples(st.sampled_from(["id", "page", "q", "utm_source", "s", "sort", "a_b"]),
+                       st.from_regex(r"[A-Za-z0-9._~-]{0,6}", fullmatch=True)), max_size=3),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(SHORTCUT_CANDIDATES, st.from_regex(urls_module._CANONICAL, fullmatch=True)))
+def test_the_canonical_shortcut_agrees_with_the_full_path(raw: str) -> None:
+    try:
+        full = urls_module._canonicalize(raw)
+    except InvalidURL:
+        assert not urls_module._is_canonical(raw)
+        return
+    if urls_module._is_canonical(raw):
+        assert full == raw
+    assert canonicalize(raw) == full
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8080/article/12", "https://ex.com/", "https://www.ex-ample.co.uk/a/b/",
+    "http://ex.com/p/Item_42~v1.html?id=3&page=2", "http://localhost:9/x?q="])
+def test_urls_in_canonical_form_take_the_shortcut(url: str) -> None:
+    assert urls_module._is_canonical(url)

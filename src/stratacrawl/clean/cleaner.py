@@ -37,14 +37,12 @@ from stratacrawl.cold.staging import (
     requeue_for_cleaning,
 )
 from stratacrawl.errors import FormatError, InvalidURL
-from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.client import mget as hot_mget
+from stratacrawl.hot.parse_cache import PARSE_CACHE_TTL_S, ParseCache
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
-PARSE_CACHE_TTL_S = 1800
 
 
 @dataclass
@@ -68,10 +66,9 @@ class Cleaner:
                  sources: SourcesFile, batch_size: int = 200,
                  cache_ttl_s: int = PARSE_CACHE_TTL_S) -> None:
         self.pool = pool
-        self.redis = redis
+        self.cache = ParseCache(redis=redis, ttl_s=cache_ttl_s) if redis is not None else None
         self.sources = sources
         self.batch_size = batch_size
-        self.cache_ttl_s = cache_ttl_s
         self._extractors: dict[str, Extractor] = {s.id: extractor_for(s) for s in sources.sources}
         self._rules_key = {s.id: hashlib.blake2b(s.extract.model_dump_json().encode(),
                                                  digest_size=8).hexdigest()
@@ -113,7 +110,7 @@ class Cleaner:
     async def _clean(self, claimed: list[_Claimed],
                      stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None]]]:
         bodies = [self._zstd.decompress(c.body) if c.body else b"" for c in claimed]
-        keys = [hot_keys.parse_cache(c.source_id, self._rules_key[c.source_id],
+        keys = [ParseCache.key(c.source_id, self._rules_key[c.source_id],
                                      hashlib.blake2b(b, digest_size=16).hexdigest())
                 for c, b in zip(claimed, bodies, strict=True)]
         cached = await self._cache_get(keys)
@@ -159,22 +156,19 @@ class Cleaner:
                       crawled_at=c.fetched_at, fields=ext.fields)
 
     async def _cache_get(self, keys: list[str]) -> list[Any]:
-        if self.redis is None or not keys:
+        if self.cache is None or not keys:
             return [None] * len(keys)
         try:
-            return await hot_mget(self.redis, keys)
+            return await self.cache.get_many(keys)
         except aioredis.RedisError as e:  # the cache is an optimisation: clean without it
             log.warning("clean: parse cache unavailable (%s)", e)
             return [None] * len(keys)
 
     async def _cache_put(self, entries: dict[str, str]) -> None:
-        if self.redis is None or not entries:
+        if self.cache is None or not entries:
             return
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, value in entries.items():
-                    pipe.set(key, value, ex=self.cache_ttl_s)
-                await pipe.execute()
+            await self.cache.put_many(entries)
         except aioredis.RedisError as e:
             log.warning("clean: parse cache unavailable (%s)", e)
 

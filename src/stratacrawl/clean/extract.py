@@ -60,7 +60,10 @@ def _same_host_url(candidate: str | None, page_url: str) -> str | None:
     syndicated canonical pointing elsewhere must not merge records across sites)."""
     if not candidate:
         return None
-    resolved = urljoin(page_url, candidate.strip())
+    candidate = candidate.strip()
+    if candidate == page_url:  # the usual case: the page names itself
+        return page_url
+    resolved = urljoin(page_url, candidate)
     return resolved if urlsplit(resolved).hostname == urlsplit(page_url).hostname else None
 
 
