@@ -43,6 +43,31 @@ def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-a
     return [ClaimedTask(*row) for row in rows]
 
 
+# One row per (source, URL) of an enqueue, the highest priority first.
+_NEW_BATCH = ("SELECT DISTINCT ON (source_id, url_hash) source_id, url, url_hash, kind, priority, "
+              "due_at, depth, trace_id FROM new_tasks ORDER BY source_id, url_hash, priority DESC")
+
+
+def _known_again(assignments: str, states: str) -> str:
+    """The UPDATE that queues an enqueue's known URLs again: tasks in ``states`` get
+    ``assignments``; the tasks the enqueue has just inserted (ids: the parameter) are
+    left out."""
+    return (f"UPDATE tasks t SET {assignments}, updated_at = now() FROM ({_NEW_BATCH}) b "
+            "JOIN task_keys k USING (source_id, url_hash) WHERE t.id = k.task_id "
+            f"AND t.id <> ALL(%s) AND t.state {states} "
+            "RETURNING t.source_id, t.id, t.priority, extract(epoch FROM t.due_at)")
+
+
+# ``requeue``: finished tasks are PENDING again (a stale URL due for re-crawl); ``urgent``:
+# any task not in flight gets the higher priority and the earlier due time.
+_KNOWN_AGAIN = {
+    "requeue": _known_again("state = 'PENDING', due_at = b.due_at", "IN ('SUCCEEDED', 'FAILED')"),
+    "urgent": _known_again("priority = GREATEST(t.priority, b.priority), "
+                           "due_at = LEAST(t.due_at, b.due_at), state = 'PENDING'",
+                           "NOT IN ('LEASED', 'FETCHING')"),
+}
+
+
 class Ledger:
     """Task ledger operations; each takes its own connection from the pool unless given one."""
 
@@ -55,7 +80,8 @@ class Ledger:
         """Insert tasks and their URL state in one transaction; returns (source, id,
         priority, due epoch) of each task queued.
 
-        Bulk path: COPY into a temporary table, then one INSERT … ON CONFLICT. Known URLs:
+        Bulk path: COPY into a temporary table, then one INSERT of the new keys and
+        their tasks (and, unless ``skip``, one UPDATE of the known ones). Known URLs:
         ``skip`` leaves them alone; ``requeue`` makes finished ones PENDING again (a stale
         URL due for re-crawl); ``urgent`` also raises priority and due time of any task not
         in flight (urgent submissions jump every queue).
@@ -63,14 +89,6 @@ class Ledger:
         if not tasks:
             return []
         now = datetime.now(UTC)
-        conflict = {
-            "skip": "DO NOTHING",
-            "requeue": "DO UPDATE SET state = 'PENDING', due_at = EXCLUDED.due_at, "
-                       "updated_at = now() WHERE tasks.state IN ('SUCCEEDED', 'FAILED')",
-            "urgent": "DO UPDATE SET priority = GREATEST(tasks.priority, EXCLUDED.priority), "
-                      "due_at = LEAST(tasks.due_at, EXCLUDED.due_at), state = 'PENDING', "
-                      "updated_at = now() WHERE tasks.state NOT IN ('LEASED', 'FETCHING')",
-        }[on_conflict]
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS new_tasks (source_id text, url text, url_hash "
@@ -81,13 +99,22 @@ class Ledger:
                     for t in tasks:
                         await copy.write_row((t.source_id, t.url, t.url_hash, t.kind, t.priority,
                                               t.due_at or now, t.depth, t.trace_id))
+                # A task's identity is its row in task_keys (migration 0014): a key that
+                # goes in is a new task; one already there is a known URL.
                 await cur.execute(
-                    "INSERT INTO tasks (source_id, url, url_hash, kind, priority, due_at, depth, "
-                    "trace_id) SELECT DISTINCT ON (source_id, url_hash) source_id, url, url_hash, "
-                    "kind, priority, due_at, depth, trace_id FROM new_tasks "
-                    f"ORDER BY source_id, url_hash, priority DESC ON CONFLICT (source_id, url_hash) "
-                    f"{conflict} RETURNING source_id, id, priority, extract(epoch FROM due_at)")
+                    f"WITH batch AS ({_NEW_BATCH}), keyed AS (INSERT INTO task_keys (source_id, "
+                    "url_hash, task_id) SELECT source_id, url_hash, nextval('tasks_id_seq') "
+                    "FROM batch ON CONFLICT DO NOTHING RETURNING source_id, url_hash, task_id) "
+                    "INSERT INTO tasks (id, source_id, url, url_hash, kind, priority, due_at, "
+                    "depth, trace_id) SELECT k.task_id, b.source_id, b.url, b.url_hash, b.kind, "
+                    "b.priority, b.due_at, b.depth, b.trace_id FROM keyed k JOIN batch b USING "
+                    "(source_id, url_hash) RETURNING source_id, id, priority, "
+                    "extract(epoch FROM due_at)")
                 queued = [(s, int(i), int(p), float(d)) for s, i, p, d in await cur.fetchall()]
+                if on_conflict != "skip":
+                    await cur.execute(_KNOWN_AGAIN[on_conflict], ([q[1] for q in queued],))
+                    queued += [(s, int(i), int(p), float(d))
+                               for s, i, p, d in await cur.fetchall()]
                 await cur.execute(
                     "INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
                     "url_hash, source_id, url FROM new_tasks ORDER BY url_hash "
@@ -100,7 +127,7 @@ class Ledger:
             return set()
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT url_hash FROM tasks WHERE source_id = %s AND url_hash = ANY(%s)",
+                "SELECT url_hash FROM task_keys WHERE source_id = %s AND url_hash = ANY(%s)",
                 (source_id, list(url_hashes)))
             return {str(h) for (h,) in await cur.fetchall()}
 

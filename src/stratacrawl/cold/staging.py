@@ -77,7 +77,8 @@ async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
 
 async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequence[StagedFetch],
                *, idempotent: bool) -> int:
-    """Apply the outcomes, COPY the rows and update URL state, in the caller's transaction.
+    """Apply the outcomes, COPY the rows and update URL state (queued for warm), in the
+    caller's transaction.
 
     Only fetches whose task ``owner`` still holds land: the outcomes go first (guarded by
     the lease) and a fetch whose lease was reclaimed — its worker stalled for a whole lease
@@ -109,11 +110,15 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             await cur.execute(f"INSERT INTO staging ({cols}) SELECT {cols} FROM staging_in "
                               "ON CONFLICT (fetch_key, fetched_at) DO NOTHING")
             inserted = cur.rowcount
+    # Each fetched URL's new state is queued for warm in the outbox (no index covers the
+    # columns written here, so the update is HOT: see migration 0013).
     # Rows are locked in URL-hash order so two flushes at once cannot deadlock each other.
+    # ``u.url_hash = ANY(hashes)`` looks the batch up by primary key: on the join alone the
+    # planner merge-joins the whole primary-key index (every URL known, per flush).
     ok = sorted((i for i in items if i.succeeded), key=lambda i: i.url_hash)
     if ok:
         await conn.execute(
-            "UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
+            "WITH fetched AS (UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
             "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified), "
             "content_hash = COALESCE(v.ch, u.content_hash), retry_count = 0, "
             "content_length = COALESCE(v.len, u.content_length), "
@@ -121,10 +126,12 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             "FROM (SELECT unnest(%s::text[]) AS h, unnest(%s::timestamptz[]) AS at, "
             "unnest(%s::int[]) AS status, unnest(%s::text[]) AS etag, unnest(%s::text[]) AS lm, "
             "unnest(%s::text[]) AS ch, unnest(%s::int[]) AS len, unnest(%s::text[]) AS canon) v "
-            "WHERE u.url_hash = v.h",
+            "WHERE u.url_hash = v.h AND u.url_hash = ANY(%s) RETURNING u.url_hash) "
+            "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM fetched",
             ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
              [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
-             [i.body_bytes or None for i in ok], [i.canonical_url for i in ok]))
+             [i.body_bytes or None for i in ok], [i.canonical_url for i in ok],
+             [i.url_hash for i in ok]))
     failed = sorted(i.url_hash for i in items if not i.succeeded)
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "

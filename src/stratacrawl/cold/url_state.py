@@ -1,6 +1,7 @@
 """The url_state table: every URL the crawler knows, its last fetch (status, validators,
-content fingerprint, canonical link), its use (hits, last access) and the watermark of its
-copy in warm (``warm_synced_at``). The staging transaction writes the fetch columns
+content fingerprint, canonical link), its use (hits, last access) and what its copy in
+warm holds (``warm_synced_at``); the warm outbox (``warm_outbox``) lists the URLs whose
+last fetch warm does not have yet. The staging transaction writes the fetch columns
 (``cold/staging.py``); dedup, demotion, eviction, sinking, recovery and ``lookup`` read
 and write the rest through the functions here."""
 
@@ -85,12 +86,16 @@ async def synced_per_week(pool: AsyncConnectionPool, retention: timedelta) -> di
 
 
 async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
-    """Mark these weeks' URLs not in warm (demotion indexes them again)."""
+    """Mark these weeks' URLs not in warm and queue them in the warm outbox (demotion
+    indexes them again)."""
     async with pool.connection() as conn:
         await conn.execute(
-            "UPDATE url_state SET warm_synced_at = NULL WHERE warm_synced_at IS NOT NULL "
-            "AND last_crawled IS NOT NULL "
-            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s)", (list(weeks),))
+            "WITH unsynced AS (UPDATE url_state SET warm_synced_at = NULL "
+            "WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
+            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s) "
+            "RETURNING url_hash, last_crawled) "
+            "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM unsynced "
+            "ORDER BY last_crawled", (list(weeks),))
 
 
 # -- demotion (cold → warm) -----------------------------------------------------------------
@@ -109,26 +114,31 @@ async def demotion_lock(pool: AsyncConnectionPool) -> AsyncIterator[bool]:
 
 
 async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...]]:
-    """(url hash, source, URL, ETag, Last-Modified, content fingerprint, status, title,
-    length, last crawled, retry count, last use) of URLs whose last fetch is not in warm
-    yet, oldest first."""
+    """The next ``limit`` entries of the warm outbox, oldest first: (outbox id, url hash,
+    source, URL, ETag, Last-Modified, content fingerprint, status, title, length, last
+    crawled, retry count, last use) of URLs whose last fetch is not in warm yet. A URL
+    fetched twice since the last demotion has two entries, both with its current state;
+    an entry whose URL cold does not hold (any more) comes with the URL hash None."""
     async with pool.connection() as conn:
         return list(await (await conn.execute(
-            "SELECT url_hash, source_id, url, etag, last_modified, content_hash, http_status, "
-            "title, content_length, last_crawled, retry_count, "
-            "GREATEST(last_access, last_crawled) FROM url_state WHERE last_crawled IS NOT NULL "
-            "AND (warm_synced_at IS NULL OR warm_synced_at < last_crawled) "
-            "ORDER BY last_crawled LIMIT %s", (limit,))).fetchall())
+            "SELECT o.id, u.url_hash, u.source_id, u.url, u.etag, u.last_modified, "
+            "u.content_hash, u.http_status, u.title, u.content_length, u.last_crawled, "
+            "u.retry_count, GREATEST(u.last_access, u.last_crawled) FROM (SELECT id, url_hash "
+            "FROM warm_outbox ORDER BY id LIMIT %s) o LEFT JOIN url_state u USING (url_hash) "
+            "ORDER BY o.id", (limit,))).fetchall())
 
 
-async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, datetime]]
-                      ) -> None:
-    """(url hash, the last_crawled that was indexed) pairs now in warm."""
-    async with pool.connection() as conn:
+async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, datetime]],
+                      outbox_ids: Sequence[int]) -> None:
+    """(url hash, the last_crawled that was indexed) pairs now in warm; their outbox
+    entries are done (one transaction)."""
+    async with pool.connection() as conn, conn.transaction():
         await conn.execute(
             "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%s::text[]) AS h, "
-            "unnest(%s::timestamptz[]) AS at) v WHERE u.url_hash = v.h",
-            ([h for h, _ in synced], [at for _, at in synced]))
+            "unnest(%s::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
+            "AND u.url_hash = ANY(%s)",
+            ([h for h, _ in synced], [at for _, at in synced], [h for h, _ in synced]))
+        await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%s)", (list(outbox_ids),))
 
 
 # -- eviction and sinking -------------------------------------------------------------------

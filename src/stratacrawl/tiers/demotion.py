@@ -1,10 +1,12 @@
 """Demotion: committed fetches' URL state and page metadata go to warm, in bulk.
 
-Cold's ``url_state.warm_synced_at`` is the watermark: a row whose ``last_crawled`` is newer
-than it has not reached warm yet. The crawl demotes as it goes; when Elasticsearch is
-down the watermark simply stays behind and the sinking or recovery flow backfills later —
-the crawl never waits for warm. Documents go to the weekly index of their crawl time,
-``_id`` = URL hash, so re-demoting the same state is idempotent.
+Cold's warm outbox lists the URLs whose last fetch has not reached warm yet: the staging
+transaction appends to it, demotion indexes the URLs' current state and removes the
+entries it indexed (``url_state.warm_synced_at`` records the crawl time warm holds). The
+crawl demotes as it goes; when Elasticsearch is down the outbox simply grows and the
+sinking or recovery flow backfills later — the crawl never waits for warm. Documents go
+to the weekly index of their crawl time, ``_id`` = URL hash, so re-demoting the same
+state is idempotent.
 """
 
 from __future__ import annotations
@@ -49,23 +51,24 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
     rounds = 0
     while max_rounds is None or rounds < max_rounds:
         rounds += 1
-        rows = await unsynced(pool, limit)
-        if not rows:
+        entries = await unsynced(pool, limit)
+        if not entries:
             break
-        actions = [doc for row in rows for doc in warm_docs(layout, row)]
+        latest = {e[1]: e[1:] for e in entries if e[1] is not None}  # each URL once
+        actions = [doc for row in latest.values() for doc in warm_docs(layout, row)]
         try:
             ok, failed = await index_docs(es, actions)
         except Exception as e:  # warm is down: backfill later from the watermark
             stats.error = f"{type(e).__name__}: {e}"
             log.warning("demotion: warm tier unavailable, will backfill: %s", e)
             break
-        synced = [(r[0], r[9]) for r in rows if r[0] not in failed]
-        await mark_synced(pool, synced)
+        synced = [(h, row[9]) for h, row in latest.items() if h not in failed]
+        await mark_synced(pool, synced, [e[0] for e in entries if e[1] not in failed])
         stats.docs += ok
         stats.rows += len(synced)
         if failed:
             stats.error = f"{len(failed)} document(s) refused by Elasticsearch"
             break
-        if len(rows) < limit:
+        if len(entries) < limit:
             break
     return stats

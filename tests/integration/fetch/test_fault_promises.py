@@ -172,9 +172,10 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     assert (await comps.es.count(index=index))["count"] == synced
     await comps.es.indices.delete(index=f"{layout.prefix}url_*")  # warm lost...
     async with comps.pool.connection() as conn:  # ...and one URL crawled since
-        await conn.execute("UPDATE url_state SET last_crawled = now() WHERE url_hash = "
+        await conn.execute("WITH u AS (UPDATE url_state SET last_crawled = now() WHERE url_hash = "
                            "(SELECT url_hash FROM url_state WHERE warm_synced_at IS NOT NULL "
-                           "LIMIT 1)")
+                           "LIMIT 1) RETURNING url_hash) "
+                           "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM u")
     await demote(comps.pool, comps.es, layout)
     await comps.es.indices.refresh(index=index)
     assert (await comps.es.count(index=index))["count"] == 1

@@ -213,7 +213,7 @@ async def test_rearm_and_requeue(comps: Components) -> None:
                               st.integers(0, 2), st.integers(1, 6)), min_size=5, max_size=40))
 async def test_state_machine_never_loses_or_double_leases(comps: Components, ops) -> None:
     async with comps.pool.connection() as conn:
-        await conn.execute("TRUNCATE tasks, url_state")
+        await conn.execute("TRUNCATE tasks, task_keys, url_state")
         await conn.commit()
     await comps.redis.flushdb()
     await comps.frontier.add(tasks(25))
