@@ -43,25 +43,43 @@ def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-a
     return [ClaimedTask(*row) for row in rows]
 
 
-# One row per (source, URL) of an enqueue, the highest priority first.
-_NEW_BATCH = ("SELECT DISTINCT ON (source_id, url_hash) source_id, url, url_hash, kind, priority, "
-              "due_at, depth, trace_id FROM new_tasks ORDER BY source_id, url_hash, priority DESC")
+# An enqueue is one statement (one round trip: discovery's list hop waits on it). Its
+# batch: one row per (source, URL), the highest priority first. A task's identity is its
+# row in task_keys (migration 0014): a key that goes in is a new task, with its URL state
+# if the URL is new too; a key already there is a known URL, which ``requeue`` and
+# ``urgent`` queue again (the UPDATE's snapshot does not see the keys this statement
+# inserts, so only tasks that existed before are touched).
+_ENQUEUE = (
+    "WITH batch AS (SELECT DISTINCT ON (source_id, url_hash) * FROM unnest(%(source)s::text[], "
+    "%(url)s::text[], %(hash)s::text[], %(kind)s::text[], %(priority)s::int2[], "
+    "%(due)s::timestamptz[], %(depth)s::int4[], %(trace)s::text[]) AS n(source_id, url, "
+    "url_hash, kind, priority, due_at, depth, trace_id) ORDER BY source_id, url_hash, "
+    "priority DESC), "
+    "keyed AS (INSERT INTO task_keys (source_id, url_hash, task_id) SELECT source_id, url_hash, "
+    "nextval('tasks_id_seq') FROM batch ON CONFLICT DO NOTHING RETURNING source_id, url_hash, "
+    "task_id), "
+    "added AS (INSERT INTO tasks (id, source_id, url, url_hash, kind, priority, due_at, depth, "
+    "trace_id) SELECT k.task_id, b.source_id, b.url, b.url_hash, b.kind, b.priority, b.due_at, "
+    "b.depth, b.trace_id FROM keyed k JOIN batch b USING (source_id, url_hash) "
+    "RETURNING source_id, id, priority, due_at), "
+    "urls AS (INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
+    "url_hash, source_id, url FROM batch ORDER BY url_hash ON CONFLICT (url_hash) DO NOTHING)"
+    "{known} SELECT source_id, id, priority, extract(epoch FROM due_at) FROM added{also}")
 
 
 def _known_again(assignments: str, states: str) -> str:
-    """The UPDATE that queues an enqueue's known URLs again: tasks in ``states`` get
-    ``assignments``; the tasks the enqueue has just inserted (ids: the parameter) are
-    left out."""
-    return (f"UPDATE tasks t SET {assignments}, updated_at = now() FROM ({_NEW_BATCH}) b "
-            "JOIN task_keys k USING (source_id, url_hash) WHERE t.id = k.task_id "
-            f"AND t.id <> ALL(%s) AND t.state {states} "
-            "RETURNING t.source_id, t.id, t.priority, extract(epoch FROM t.due_at)")
+    return _ENQUEUE.format(
+        known=f", known AS (UPDATE tasks t SET {assignments}, updated_at = now() FROM batch b "
+              "JOIN task_keys k USING (source_id, url_hash) WHERE t.id = k.task_id "
+              f"AND t.state {states} RETURNING t.source_id, t.id, t.priority, t.due_at)",
+        also=" UNION ALL SELECT source_id, id, priority, extract(epoch FROM due_at) FROM known")
 
 
-# ``requeue``: finished tasks are PENDING again (a stale URL due for re-crawl); ``urgent``:
-# any task not in flight gets the higher priority and the earlier due time.
-_KNOWN_AGAIN = {
+_ENQUEUE_SQL = {
+    "skip": _ENQUEUE.format(known="", also=""),
+    # finished tasks are PENDING again (a stale URL due for re-crawl)
     "requeue": _known_again("state = 'PENDING', due_at = b.due_at", "IN ('SUCCEEDED', 'FAILED')"),
+    # any task not in flight gets the higher priority and the earlier due time
     "urgent": _known_again("priority = GREATEST(t.priority, b.priority), "
                            "due_at = LEAST(t.due_at, b.due_at), state = 'PENDING'",
                            "NOT IN ('LEASED', 'FETCHING')"),
@@ -77,11 +95,8 @@ class Ledger:
     async def enqueue(self, tasks: Sequence[NewTask], *,
                       on_conflict: Literal["skip", "requeue", "urgent"] = "skip",
                       ) -> list[tuple[str, int, int, float]]:
-        """Insert tasks and their URL state in one transaction; returns (source, id,
-        priority, due epoch) of each task queued.
-
-        Bulk path: COPY into a temporary table, then one INSERT of the new keys and
-        their tasks (and, unless ``skip``, one UPDATE of the known ones). Known URLs:
+        """Insert tasks and their URL state in one statement; returns (source, id,
+        priority, due epoch) of each task queued. Known URLs:
         ``skip`` leaves them alone; ``requeue`` makes finished ones PENDING again (a stale
         URL due for re-crawl); ``urgent`` also raises priority and due time of any task not
         in flight (urgent submissions jump every queue).
@@ -89,37 +104,14 @@ class Ledger:
         if not tasks:
             return []
         now = datetime.now(UTC)
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS new_tasks (source_id text, url text, url_hash "
-                "text, kind text, priority smallint, due_at timestamptz, depth int, trace_id text) "
-                "ON COMMIT DELETE ROWS")
-            async with conn.cursor() as cur:
-                async with cur.copy("COPY new_tasks FROM STDIN") as copy:
-                    for t in tasks:
-                        await copy.write_row((t.source_id, t.url, t.url_hash, t.kind, t.priority,
-                                              t.due_at or now, t.depth, t.trace_id))
-                # A task's identity is its row in task_keys (migration 0014): a key that
-                # goes in is a new task; one already there is a known URL.
-                await cur.execute(
-                    f"WITH batch AS ({_NEW_BATCH}), keyed AS (INSERT INTO task_keys (source_id, "
-                    "url_hash, task_id) SELECT source_id, url_hash, nextval('tasks_id_seq') "
-                    "FROM batch ON CONFLICT DO NOTHING RETURNING source_id, url_hash, task_id) "
-                    "INSERT INTO tasks (id, source_id, url, url_hash, kind, priority, due_at, "
-                    "depth, trace_id) SELECT k.task_id, b.source_id, b.url, b.url_hash, b.kind, "
-                    "b.priority, b.due_at, b.depth, b.trace_id FROM keyed k JOIN batch b USING "
-                    "(source_id, url_hash) RETURNING source_id, id, priority, "
-                    "extract(epoch FROM due_at)")
-                queued = [(s, int(i), int(p), float(d)) for s, i, p, d in await cur.fetchall()]
-                if on_conflict != "skip":
-                    await cur.execute(_KNOWN_AGAIN[on_conflict], ([q[1] for q in queued],))
-                    queued += [(s, int(i), int(p), float(d))
-                               for s, i, p, d in await cur.fetchall()]
-                await cur.execute(
-                    "INSERT INTO url_state (url_hash, source_id, url) SELECT DISTINCT ON (url_hash) "
-                    "url_hash, source_id, url FROM new_tasks ORDER BY url_hash "
-                    "ON CONFLICT (url_hash) DO NOTHING")
-        return queued
+        params = {"source": [t.source_id for t in tasks], "url": [t.url for t in tasks],
+                  "hash": [t.url_hash for t in tasks], "kind": [t.kind for t in tasks],
+                  "priority": [t.priority for t in tasks],
+                  "due": [t.due_at or now for t in tasks], "depth": [t.depth for t in tasks],
+                  "trace": [t.trace_id for t in tasks]}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(_ENQUEUE_SQL[on_conflict], params)
+            return [(s, int(i), int(p), float(d)) for s, i, p, d in await cur.fetchall()]
 
     async def queued(self, source_id: str, url_hashes: Sequence[str]) -> set[str]:
         """Which of these URL fingerprints the source already has a task for."""
