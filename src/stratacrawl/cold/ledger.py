@@ -50,9 +50,9 @@ def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-a
 # ``urgent`` queue again (the UPDATE's snapshot does not see the keys this statement
 # inserts, so only tasks that existed before are touched).
 _ENQUEUE = (
-    "WITH batch AS (SELECT DISTINCT ON (source_id, url_hash) * FROM unnest(%(source)s::text[], "
-    "%(url)s::text[], %(hash)s::text[], %(kind)s::text[], %(priority)s::int2[], "
-    "%(due)s::timestamptz[], %(depth)s::int4[], %(trace)s::text[]) AS n(source_id, url, "
+    "WITH batch AS (SELECT DISTINCT ON (source_id, url_hash) * FROM unnest(%(source)b::text[], "
+    "%(url)b::text[], %(hash)b::text[], %(kind)b::text[], %(priority)b::int2[], "
+    "%(due)b::timestamptz[], %(depth)b::int4[], %(trace)b::text[]) AS n(source_id, url, "
     "url_hash, kind, priority, due_at, depth, trace_id) ORDER BY source_id, url_hash, "
     "priority DESC), "
     "keyed AS (INSERT INTO task_keys (source_id, url_hash, task_id) SELECT source_id, url_hash, "
@@ -119,7 +119,7 @@ class Ledger:
             return set()
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT url_hash FROM task_keys WHERE source_id = %s AND url_hash = ANY(%s)",
+                "SELECT url_hash FROM task_keys WHERE source_id = %s AND url_hash = ANY(%b)",
                 (source_id, list(url_hashes)))
             return {str(h) for (h,) in await cur.fetchall()}
 
@@ -166,7 +166,7 @@ class Ledger:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'LEASED', lease_owner = %s, lease_expires_at = now() + %s,"
                 " batch_id = %s, attempts = attempts + 1, updated_at = now() "
-                f"WHERE id = ANY(%s) AND {_READY} AND due_at <= now() + %s "
+                f"WHERE id = ANY(%b) AND {_READY} AND due_at <= now() + %s "
                 f"RETURNING {_claim_columns()}",
                 (owner, lease, batch_id, list(ids), CLOCK_SLACK))
             rows = await cur.fetchall()
@@ -192,7 +192,7 @@ class Ledger:
         """``LEASED → FETCHING`` for a batch this owner holds (one statement per batch)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = ANY(%s) AND "
+                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE id = ANY(%b) AND "
                 "lease_owner = %s AND state = 'LEASED'", (list(ids), owner))
             return cur.rowcount
 
@@ -217,10 +217,10 @@ class Ledger:
             "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
             "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
             f"recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), {_change_history('o.changed')}, "
-            "updated_at = now() FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::text[]) AS "
-            "state, unnest(%s::int[]) AS status, unnest(%s::text[]) AS error, "
-            "unnest(%s::timestamptz[]) AS due_at, unnest(%s::real[]) AS recrawl_s, "
-            "unnest(%s::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%s::bigint[]) "
+            "updated_at = now() FROM (SELECT unnest(%b::bigint[]) AS id, unnest(%b::text[]) AS "
+            "state, unnest(%b::int[]) AS status, unnest(%b::text[]) AS error, "
+            "unnest(%b::timestamptz[]) AS due_at, unnest(%b::real[]) AS recrawl_s, "
+            "unnest(%b::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%b::bigint[]) "
             "AND t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
         # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
         # planner may hash every leased task (a sequential scan of the ledger per flush).
@@ -249,8 +249,8 @@ class Ledger:
             cur = await conn.execute(
                 f"UPDATE tasks t SET recrawl_s = {interval}, due_at = t.due_at + make_interval("
                 f"secs => {interval} - t.recrawl_s), {_change_history('g.new')} "
-                "FROM (SELECT unnest(%s::bigint[]) AS id, unnest(%s::bool[]) AS new, "
-                "unnest(%s::real[]) AS lo, unnest(%s::real[]) AS hi) g WHERE t.id = g.id "
+                "FROM (SELECT unnest(%b::bigint[]) AS id, unnest(%b::bool[]) AS new, "
+                "unnest(%b::real[]) AS lo, unnest(%b::real[]) AS hi) g WHERE t.id = g.id "
                 "AND t.state = 'PENDING' AND t.recrawl_s IS NOT NULL",
                 (shrink, grow, shrink, grow, *(list(c) for c in zip(*sorted(grades),
                                                                     strict=True))))
@@ -262,7 +262,7 @@ class Ledger:
             return []
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "UPDATE tasks SET lease_expires_at = now() + %s WHERE id = ANY(%s) AND "
+                "UPDATE tasks SET lease_expires_at = now() + %s WHERE id = ANY(%b) AND "
                 "lease_owner = %s AND state IN ('LEASED', 'FETCHING') RETURNING id",
                 (lease, sorted(ids), owner))
             return [int(r[0]) for r in await cur.fetchall()]
@@ -294,7 +294,7 @@ class Ledger:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT count(*) FROM tasks WHERE state IN ('LEASED', 'FETCHING') AND "
-                "source_id = ANY(%s) AND lease_owner IS DISTINCT FROM %s",
+                "source_id = ANY(%b) AND lease_owner IS DISTINCT FROM %s",
                 (list(source_ids), owner))
             row = await cur.fetchone()
         return int(row[0]) if row else 0
@@ -364,7 +364,7 @@ class Ledger:
         probe per source)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT s FROM unnest(%s::text[]) AS s WHERE EXISTS (SELECT 1 FROM tasks WHERE "
+                "SELECT s FROM unnest(%b::text[]) AS s WHERE EXISTS (SELECT 1 FROM tasks WHERE "
                 f"source_id = s AND {_READY} AND due_at <= now() + %s)",
                 (list(source_ids), within))
             return [str(r[0]) for r in await cur.fetchall()]

@@ -16,7 +16,7 @@ async def ledger_backlog(conn: AsyncConnection, source_ids: Sequence[str]
     cur = await conn.execute(
         "SELECT source_id, count(*), count(*) FILTER (WHERE due_at <= now()), "
         "COALESCE(extract(epoch FROM now() - min(due_at) FILTER (WHERE due_at <= now())), 0) "
-        "FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT') AND source_id = ANY(%s) "
+        "FROM tasks WHERE state IN ('PENDING', 'RETRY_WAIT') AND source_id = ANY(%b) "
         "GROUP BY 1", (list(source_ids),))
     return [(str(s), int(b), int(d), float(lag)) for s, b, d, lag in await cur.fetchall()]
 
@@ -26,7 +26,7 @@ async def last_success(conn: AsyncConnection, source_ids: Sequence[str]
     """(source, epoch seconds of its newest 2xx/3xx page staged within a day)."""
     cur = await conn.execute(
         "SELECT source_id, extract(epoch FROM max(fetched_at)) FROM staging "
-        "WHERE source_id = ANY(%s) AND status BETWEEN 200 AND 399 "
+        "WHERE source_id = ANY(%b) AND status BETWEEN 200 AND 399 "
         "AND fetched_at > now() - interval '1 day' GROUP BY 1", (list(source_ids),))
     return [(str(s), float(t) if t is not None else None) for s, t in await cur.fetchall()]
 
@@ -35,7 +35,7 @@ async def staged_recently(conn: AsyncConnection, source_ids: Sequence[str],
                           minutes: int) -> list[tuple[str, int]]:
     """(source, pages staged in the last ``minutes``)."""
     cur = await conn.execute(
-        "SELECT source_id, count(*) FROM staging WHERE source_id = ANY(%s) "
+        "SELECT source_id, count(*) FROM staging WHERE source_id = ANY(%b) "
         "AND fetched_at > now() - %s * interval '1 minute' GROUP BY 1",
         (list(source_ids), minutes))
     return [(str(s), int(n)) for s, n in await cur.fetchall()]
@@ -50,7 +50,7 @@ async def record_completion(conn: AsyncConnection, source_ids: Sequence[str], mi
         "'1 minute'), percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM "
         "r.created_at - t.created_at)), percentile_cont(0.99) WITHIN GROUP (ORDER BY "
         "extract(epoch FROM r.created_at - t.created_at)) FROM records r "
-        "JOIN tasks t ON t.id = r.task_id WHERE r.source_id = ANY(%s) "
+        "JOIN tasks t ON t.id = r.task_id WHERE r.source_id = ANY(%b) "
         "AND r.day >= (now() - interval '1 hour')::date "
         "AND r.created_at > now() - interval '1 hour' GROUP BY 1",
         (minutes, list(source_ids)))

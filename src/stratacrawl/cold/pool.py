@@ -6,6 +6,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.db import libpq_url
 
+PLANNER = "-c random_page_cost=1.1"
+
 
 def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
               name: str = "stratacrawl") -> AsyncConnectionPool:
@@ -14,10 +16,16 @@ def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,
     Connections are in autocommit mode: a single statement is one round trip; several
     statements that must hold together run in ``async with conn.transaction()``. Sessions
     run in UTC, so day partitions and record days do not depend on the server's time zone.
+
+    ``random_page_cost`` is set for a database whose working set is in memory (the
+    default, 4, prices a random read as a disk seek): the batch statements look a
+    thousand rows up by key (``id = ANY(…)``, ``url_hash = ANY(…)``), and at the default
+    the planner scanned the whole ledger or URL-state table for them (16 ms against 3 ms
+    for the index, per 1,000 rows of 50,000).
     """
     return AsyncConnectionPool(libpq_url(url), min_size=min_size, max_size=max_size, open=False,
                                name=name, timeout=10.0,
-                               kwargs={"autocommit": True, "options": "-c TimeZone=UTC"})
+                               kwargs={"autocommit": True, "options": f"-c TimeZone=UTC {PLANNER}"})
 
 
 async def ping(pool: AsyncConnectionPool, wait_s: float) -> None:

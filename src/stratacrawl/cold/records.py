@@ -65,7 +65,7 @@ async def upsert(conn: AsyncConnection, records: Sequence[Record],
                 await copy.write_row(r.row())
     if recleaned:
         cur = await conn.execute(
-            "WITH gone AS (DELETE FROM records r WHERE r.staging_id = ANY(%s) AND NOT EXISTS "
+            "WITH gone AS (DELETE FROM records r WHERE r.staging_id = ANY(%b) AND NOT EXISTS "
             "(SELECT 1 FROM clean_batch b WHERE b.fingerprint = r.fingerprint) "
             "RETURNING r.fingerprint) "
             "DELETE FROM record_keys k USING gone WHERE k.fingerprint = gone.fingerprint",
@@ -107,7 +107,7 @@ async def export_rows(pool: AsyncConnectionPool, source_id: str, since: date,
         await cur.execute(
             "SELECT source_id, canonical_url, crawled_at, day, fingerprint, fields FROM records "
             "WHERE source_id = %s AND day >= %s AND (%s::date IS NULL OR day <= %s) "
-            "AND day <> ALL(%s::date[]) ORDER BY day, crawled_at",
+            "AND day <> ALL(%b::date[]) ORDER BY day, crawled_at",
             (source_id, since, until, until, list(skip)))
 
         async def chunks() -> AsyncIterator[list[tuple[Any, ...]]]:

@@ -123,10 +123,10 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
             "content_hash = COALESCE(v.ch, u.content_hash), retry_count = 0, "
             "content_length = COALESCE(v.len, u.content_length), "
             "canonical_url = CASE WHEN v.ch IS NULL THEN u.canonical_url ELSE v.canon END "
-            "FROM (SELECT unnest(%s::text[]) AS h, unnest(%s::timestamptz[]) AS at, "
-            "unnest(%s::int[]) AS status, unnest(%s::text[]) AS etag, unnest(%s::text[]) AS lm, "
-            "unnest(%s::text[]) AS ch, unnest(%s::int[]) AS len, unnest(%s::text[]) AS canon) v "
-            "WHERE u.url_hash = v.h AND u.url_hash = ANY(%s) RETURNING u.url_hash) "
+            "FROM (SELECT unnest(%b::text[]) AS h, unnest(%b::timestamptz[]) AS at, "
+            "unnest(%b::int[]) AS status, unnest(%b::text[]) AS etag, unnest(%b::text[]) AS lm, "
+            "unnest(%b::text[]) AS ch, unnest(%b::int[]) AS len, unnest(%b::text[]) AS canon) v "
+            "WHERE u.url_hash = v.h AND u.url_hash = ANY(%b) RETURNING u.url_hash) "
             "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM fetched",
             ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
              [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
@@ -135,7 +135,7 @@ async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequenc
     failed = sorted(i.url_hash for i in items if not i.succeeded)
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
-                           "WHERE url_hash = ANY(%s)", (failed,))
+                           "WHERE url_hash = ANY(%b)", (failed,))
     return inserted
 
 
@@ -158,7 +158,7 @@ async def mark_discovered(conn: AsyncConnection, rows: Sequence[UndiscoveredRow]
     if rows:
         await conn.execute(
             "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
-            "(SELECT unnest(%s::timestamptz[]), unnest(%s::bigint[]))",
+            "(SELECT unnest(%b::timestamptz[]), unnest(%b::bigint[]))",
             ([r[0] for r in rows], [r[1] for r in rows]))
 
 
@@ -167,7 +167,7 @@ async def has_undiscovered(pool: AsyncConnectionPool, source_ids: Sequence[str])
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
-            f"AND kind IN ({LISTS_SQL}) AND source_id = ANY(%s))",
+            f"AND kind IN ({LISTS_SQL}) AND source_id = ANY(%b))",
             (list(source_ids),))
         row = await cur.fetchone()
         return bool(row and row[0])
@@ -181,7 +181,7 @@ async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
     cur = await conn.execute(
         "SELECT fetched_at, id, source_id, task_id, url, final_url, content_type, body, "
         "trace_id, cleaned_at IS NOT NULL FROM staging "
-        "WHERE clean_state = 'new' AND source_id = ANY(%s) "
+        "WHERE clean_state = 'new' AND source_id = ANY(%b) "
         "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (list(source_ids), limit))
     return list(await cur.fetchall())
 
@@ -191,8 +191,8 @@ async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int
     """Each page's clean state (``cleaned``, ``format_error``, …) and error."""
     await conn.execute(
         "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now() "
-        "FROM (SELECT unnest(%s::timestamptz[]) AS fa, unnest(%s::bigint[]) AS id, "
-        "unnest(%s::text[]) AS state, unnest(%s::text[]) AS err) u "
+        "FROM (SELECT unnest(%b::timestamptz[]) AS fa, unnest(%b::bigint[]) AS id, "
+        "unnest(%b::text[]) AS state, unnest(%b::text[]) AS err) u "
         "WHERE s.fetched_at = u.fa AND s.id = u.id",
         ([k[0] for k in keys], [k[1] for k in keys], [o[0] for o in outcomes],
          [o[1] for o in outcomes]))
@@ -215,7 +215,7 @@ async def clean_states(pool: AsyncConnectionPool, source_ids: Sequence[str]
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT source_id, clean_state, count(*) FROM staging WHERE kind = 'item' "
-            "AND source_id = ANY(%s) AND fetched_at >= now() - interval '24 hours' "
+            "AND source_id = ANY(%b) AND fetched_at >= now() - interval '24 hours' "
             "GROUP BY 1, 2 ORDER BY 1, 2", (list(source_ids),))
         out: dict[str, dict[str, int]] = {}
         for sid, state, n in await cur.fetchall():
@@ -267,7 +267,7 @@ async def drop_partition(pool: AsyncConnectionPool, name: str,
     async with pool.connection() as conn, conn.transaction():
         if snapshot_sources:
             cur = await conn.execute(
-                f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%s) '
+                f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%b) '
                 "ON CONFLICT DO NOTHING", (list(snapshot_sources),))
             copied = cur.rowcount
         await conn.execute(f'DROP TABLE "{name}"')

@@ -45,8 +45,8 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
         return []
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
-            "WITH v AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::int[], %s::int[], "
-            "%s::text[]) AS v(rule, state, support, counterexamples, example)), "
+            "WITH v AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], "
+            "%b::text[]) AS v(rule, state, support, counterexamples, example)), "
             "old AS (SELECT rule, state FROM url_rules WHERE source_id = %s) "
             "INSERT INTO url_rules AS r (source_id, rule, state, support, counterexamples, "
             "example, revoked_at) SELECT %s, v.rule, v.state, v.support, v.counterexamples, "
@@ -67,7 +67,7 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
             await conn.execute(
                 "UPDATE tasks SET state = 'PENDING', due_at = now(), last_error = NULL, "
                 "finished_at = NULL, updated_at = now() WHERE source_id = %s AND "
-                "state = 'REDUNDANT' AND last_error = ANY(%s)",
+                "state = 'REDUNDANT' AND last_error = ANY(%b)",
                 (source_id, [REDUNDANT_PREFIX + r for r in revoked]))
         return revoked
 

@@ -24,7 +24,7 @@ async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
-            "WHERE url_hash = ANY(%s)", (list(url_hashes),))
+            "WHERE url_hash = ANY(%b)", (list(url_hashes),))
         rows = await cur.fetchall()
     return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
 
@@ -35,7 +35,7 @@ async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict
         return {}
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%s) "
+            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%b) "
             "AND http_status IS NOT NULL", (list(url_hashes),))
         return {str(h): int(s) for h, s in await cur.fetchall()}
 
@@ -92,7 +92,7 @@ async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
         await conn.execute(
             "WITH unsynced AS (UPDATE url_state SET warm_synced_at = NULL "
             "WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
-            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%s) "
+            "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%b) "
             "RETURNING url_hash, last_crawled) "
             "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM unsynced "
             "ORDER BY last_crawled", (list(weeks),))
@@ -134,11 +134,11 @@ async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, dat
     entries are done (one transaction)."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(
-            "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%s::text[]) AS h, "
-            "unnest(%s::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
-            "AND u.url_hash = ANY(%s)",
+            "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%b::text[]) AS h, "
+            "unnest(%b::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
+            "AND u.url_hash = ANY(%b)",
             ([h for h, _ in synced], [at for _, at in synced], [h for h, _ in synced]))
-        await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%s)", (list(outbox_ids),))
+        await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%b)", (list(outbox_ids),))
 
 
 # -- eviction and sinking -------------------------------------------------------------------
@@ -149,7 +149,7 @@ async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int
         cur = await conn.execute(
             "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
             "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
-            "unnest(%s::text[]) AS fp, unnest(%s::int[]) AS h, unnest(%s::float8[]) AS la) v "
+            "unnest(%b::text[]) AS fp, unnest(%b::int[]) AS h, unnest(%b::float8[]) AS la) v "
             "WHERE u.url_hash = v.fp", (fps, hits, last_access))
         return cur.rowcount
 
@@ -160,5 +160,5 @@ async def last_used(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
-            "WHERE url_hash = ANY(%s)", (list(url_hashes),))
+            "WHERE url_hash = ANY(%b)", (list(url_hashes),))
         return {str(h): at for h, at in await cur.fetchall()}
