@@ -116,7 +116,7 @@ async def _staging(rt: Any, n: int) -> tuple[float, float]:
             await ensure_partitions(conn, {items[0].fetched_at.date().isoformat()})
         await _analyze(c)
         t0 = time.perf_counter()
-        async with StagingWriter(pool=c.pool, ledger=c.ledger, frontier=c.frontier,
+        async with StagingWriter(pool=c.pool, frontier=c.frontier,
                                  hot_urls=c.hot_urls, spool=spool_for(c), owner="bench",
                                  flush_rows=ROWS_PER_TRANSACTION,
                                  parallel=rt.settings.staging_flushes) as writer:

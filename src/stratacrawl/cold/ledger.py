@@ -34,6 +34,15 @@ def _change_history(changed: str) -> str:
             f"changed_at = CASE WHEN {changed} THEN now() ELSE t.changed_at END")
 
 
+# A task's outcome (``o``: state, status, error, due_at, recrawl_s, changed) applied to
+# its row ``t``, and the guard that only its lease holder (the parameter) may apply it.
+OUTCOME_ASSIGNMENTS = (
+    "state = o.state, last_status = o.status, last_error = o.error, "
+    "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
+    "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
+    f"recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), {_change_history('o.changed')}, "
+    "updated_at = now()")
+HELD_BY = "t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING')"
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
 CLOCK_SLACK = timedelta(seconds=5)  # hot-queue due times are the workers' clocks, not ours
 ReadyCursor = tuple[int, datetime, int]   # (-priority, due_at, id) of the last task read
@@ -213,15 +222,12 @@ class Ledger:
             return set()
         outcomes = sorted(outcomes, key=lambda o: o.task_id)  # one lock order for all writers
         sql = (
-            "UPDATE tasks t SET state = o.state, last_status = o.status, last_error = o.error, "
-            "due_at = COALESCE(o.due_at, t.due_at), lease_owner = NULL, lease_expires_at = NULL, "
-            "finished_at = CASE WHEN o.state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT') THEN now() END, "
-            f"recrawl_s = COALESCE(o.recrawl_s, t.recrawl_s), {_change_history('o.changed')}, "
-            "updated_at = now() FROM (SELECT unnest(%b::bigint[]) AS id, unnest(%b::text[]) AS "
+            f"UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} "
+            "FROM (SELECT unnest(%b::bigint[]) AS id, unnest(%b::text[]) AS "
             "state, unnest(%b::int[]) AS status, unnest(%b::text[]) AS error, "
             "unnest(%b::timestamptz[]) AS due_at, unnest(%b::real[]) AS recrawl_s, "
             "unnest(%b::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%b::bigint[]) "
-            "AND t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING') RETURNING t.id")
+            f"AND {HELD_BY} RETURNING t.id")
         # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
         # planner may hash every leased task (a sequential scan of the ledger per flush).
         ids = [o.task_id for o in outcomes]

@@ -17,7 +17,7 @@ import zstandard
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.ledger import Ledger
+from stratacrawl.cold.ledger import HELD_BY, OUTCOME_ASSIGNMENTS
 from stratacrawl.cold.tasks import LISTS, LISTS_SQL, Outcome, TaskState
 
 COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", "final_url",
@@ -75,64 +75,80 @@ async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
         await conn.execute("SELECT sc_ensure_day_partition('staging', %s::date)", (day,))
 
 
-async def land(conn: AsyncConnection, ledger: Ledger, owner: str, items: Sequence[StagedFetch],
-               *, idempotent: bool) -> int:
-    """Apply the outcomes, COPY the rows and update URL state (queued for warm), in the
-    caller's transaction.
+# What one flush lands, one row per fetch: the staging row's columns (NULL where the fetch
+# has no response to stage), its ledger outcome (``o_*``) and its URL state.
+LANDING_COLUMNS = (*COLUMNS, "staged", "o_task", "o_state", "o_status", "o_error", "o_due",
+                   "o_recrawl", "o_changed", "url_hash", "succeeded", "l_at", "l_status",
+                   "l_length", "etag", "last_modified", "content_hash", "canonical_url")
+LANDING_TYPES = (*TYPES, "bool", "int8", "text", "int4", "text", "timestamptz", "float4",
+                 "bool", "text", "bool", "timestamptz", "int4", "int4", "text", "text", "text",
+                 "text")
+_LANDING_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS landing ("
+    + ", ".join(f"{c} {t}" for c, t in zip(LANDING_COLUMNS, LANDING_TYPES, strict=True))
+    + ") ON COMMIT DELETE ROWS")
+_NO_ROW = (None,) * len(COLUMNS)
+_COLS = ", ".join(COLUMNS)
+# One statement applies a flush: the outcomes of the tasks ``owner`` still holds (``held``),
+# then only their pages into staging and their URL state, queued for warm in the outbox
+# (no index covers the URL-state columns written here, so the update is HOT: migration
+# 0013). Rows are joined in key order, the one lock order of every writer.
+_LAND = (
+    f"WITH held AS (UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} FROM (SELECT o_task AS id, "
+    "o_state AS state, o_status AS status, o_error AS error, o_due AS due_at, "
+    "o_recrawl AS recrawl_s, o_changed AS changed FROM landing ORDER BY o_task) o "
+    f"WHERE t.id = o.id AND {HELD_BY} RETURNING t.id), "
+    "kept AS (SELECT l.* FROM landing l JOIN held h ON h.id = l.o_task), "
+    f"staged AS (INSERT INTO staging ({_COLS}) SELECT {_COLS} FROM kept WHERE staged "
+    "{conflict}RETURNING 1), "
+    "fetched AS (UPDATE url_state u SET last_crawled = v.l_at, http_status = v.l_status, "
+    "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.last_modified, "
+    "u.last_modified), content_hash = COALESCE(v.content_hash, u.content_hash), "
+    "retry_count = 0, content_length = COALESCE(v.l_length, u.content_length), "
+    "canonical_url = CASE WHEN v.content_hash IS NULL THEN u.canonical_url "
+    "ELSE v.canonical_url END FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
+    "WHERE u.url_hash = v.url_hash RETURNING u.url_hash), "
+    "queued AS (INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM fetched) "
+    "SELECT (SELECT count(*) FROM staged), ARRAY(SELECT url_hash FROM kept "
+    "WHERE NOT succeeded ORDER BY url_hash)")
+_LAND_SQL = {False: _LAND.format(conflict=""),
+             True: _LAND.format(conflict="ON CONFLICT (fetch_key, fetched_at) DO NOTHING ")}
 
-    Only fetches whose task ``owner`` still holds land: the outcomes go first (guarded by
-    the lease) and a fetch whose lease was reclaimed — its worker stalled for a whole lease
-    time, and the task is queued or leased again — is dropped, so staging never holds a
-    task's page twice. ``idempotent`` (spool replays, unknown commit outcomes): rows go
-    through a temporary table and ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
-    Returns the rows inserted.
+
+def _landing_row(i: StagedFetch) -> tuple[Any, ...]:
+    task_id, state, status, error, due_at, recrawl_s, changed = (*i.outcome, None, None)[:7]
+    return (*(i.row if i.row is not None else _NO_ROW), i.row is not None, task_id,
+            str(_STATES[state]), status, error, due_at, recrawl_s, changed,
+            i.url_hash, i.succeeded, i.fetched_at, i.status, i.body_bytes or None, i.etag,
+            i.last_modified, i.content_hash, i.canonical_url)
+
+
+async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
+               *, idempotent: bool) -> int:
+    """Apply the outcomes, land the rows and update URL state (queued for warm), in the
+    caller's transaction; returns the rows inserted.
+
+    Only fetches whose task ``owner`` still holds land: a fetch whose lease was reclaimed
+    — its worker stalled for a whole lease time, and the task is queued or leased again —
+    is dropped, so staging never holds a task's page twice. ``idempotent`` (spool replays,
+    unknown commit outcomes): ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
+
+    The flush goes to the server as one binary COPY into a session-local table and one
+    statement: sending the outcomes and URL state as arrays cost the client ~3x as much
+    (psycopg dumps list parameters element by element in Python).
     """
-    outcomes = [Outcome(o[0], _STATES[o[1]], o[2], o[3], o[4], *o[5:7]) for o in
-                (i.outcome for i in items)]
-    held = await ledger.finish_held(outcomes, owner, conn)
-    items = [i for i in items if i.outcome[0] in held]
-    cols = ", ".join(COLUMNS)
+    if not items:
+        return 0
+    await conn.execute(_LANDING_DDL)
     async with conn.cursor() as cur:
-        if idempotent:
-            await cur.execute("CREATE TEMP TABLE IF NOT EXISTS staging_in (LIKE staging INCLUDING "
-                              "DEFAULTS) "
-                              "ON COMMIT DELETE ROWS")
-            target = "staging_in"
-        else:
-            target = "staging"
-        async with cur.copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(list(TYPES))
-            staged = [i.row for i in items if i.row is not None]
-            for row in staged:
-                await copy.write_row(row)
-        inserted = len(staged)
-        if idempotent:
-            await cur.execute(f"INSERT INTO staging ({cols}) SELECT {cols} FROM staging_in "
-                              "ON CONFLICT (fetch_key, fetched_at) DO NOTHING")
-            inserted = cur.rowcount
-    # Each fetched URL's new state is queued for warm in the outbox (no index covers the
-    # columns written here, so the update is HOT: see migration 0013).
-    # Rows are locked in URL-hash order so two flushes at once cannot deadlock each other.
-    # ``u.url_hash = ANY(hashes)`` looks the batch up by primary key: on the join alone the
-    # planner merge-joins the whole primary-key index (every URL known, per flush).
-    ok = sorted((i for i in items if i.succeeded), key=lambda i: i.url_hash)
-    if ok:
-        await conn.execute(
-            "WITH fetched AS (UPDATE url_state u SET last_crawled = v.at, http_status = v.status, "
-            "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.lm, u.last_modified), "
-            "content_hash = COALESCE(v.ch, u.content_hash), retry_count = 0, "
-            "content_length = COALESCE(v.len, u.content_length), "
-            "canonical_url = CASE WHEN v.ch IS NULL THEN u.canonical_url ELSE v.canon END "
-            "FROM (SELECT unnest(%b::text[]) AS h, unnest(%b::timestamptz[]) AS at, "
-            "unnest(%b::int[]) AS status, unnest(%b::text[]) AS etag, unnest(%b::text[]) AS lm, "
-            "unnest(%b::text[]) AS ch, unnest(%b::int[]) AS len, unnest(%b::text[]) AS canon) v "
-            "WHERE u.url_hash = v.h AND u.url_hash = ANY(%b) RETURNING u.url_hash) "
-            "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM fetched",
-            ([i.url_hash for i in ok], [i.fetched_at for i in ok], [i.status for i in ok],
-             [i.etag for i in ok], [i.last_modified for i in ok], [i.content_hash for i in ok],
-             [i.body_bytes or None for i in ok], [i.canonical_url for i in ok],
-             [i.url_hash for i in ok]))
-    failed = sorted(i.url_hash for i in items if not i.succeeded)
+        async with cur.copy(f"COPY landing ({', '.join(LANDING_COLUMNS)}) FROM STDIN "
+                            "(FORMAT BINARY)") as copy:
+            copy.set_types(list(LANDING_TYPES))
+            for item in items:
+                await copy.write_row(_landing_row(item))
+        await cur.execute(_LAND_SQL[idempotent], (owner,))
+        row = await cur.fetchone()
+    inserted, failed = (int(row[0]), list(row[1])) if row else (0, [])
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
                            "WHERE url_hash = ANY(%b)", (failed,))

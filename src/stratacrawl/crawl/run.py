@@ -158,7 +158,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     report = report if report is not None else CrawlReport()
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)
-    async with StagingWriter(pool=comps.pool, ledger=comps.ledger, frontier=comps.frontier,
+    async with StagingWriter(pool=comps.pool, frontier=comps.frontier,
                              hot_urls=comps.hot_urls, spool=spool_for(comps), owner=run_id,
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:

@@ -165,4 +165,4 @@ async def mine_url_rules(comps: Components, sources: SourcesFile, *,
 
 
 async def drain_spool(comps: Components) -> DrainReport:
-    return await drain(spool_for(comps), comps.pool, comps.ledger)
+    return await drain(spool_for(comps), comps.pool)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
@@ -24,18 +25,43 @@ def is_cluster(redis: HotRedis) -> bool:
     return isinstance(redis, RedisCluster)
 
 
+class _HiredisPacking:
+    """Commands packed by hiredis (C) instead of redis-py's Python packer, which the async
+    client always uses (the sync one has hiredis packing): 0.5 ms against 4.1 ms for a
+    script call with 2,000 arguments, a staging flush's hot URL state. Arguments hiredis
+    does not take (``None``, ``bool``: errors) go to redis-py's packer, which raises its
+    usual error. Floats are written as ``repr`` writes them, as redis-py does."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        head = args[0]
+        # a command name with its subcommand ("CONFIG GET") goes as separate words
+        words = head.encode().split() if isinstance(head, str) else head.split()
+        try:
+            return [hiredis.pack_command((*words, *args[1:]))]
+        except TypeError:
+            return super().pack_command(*args)  # type: ignore[misc]
+
+
+_PACKED: dict[type, type] = {
+    cls: type(f"Hiredis{cls.__name__}", (_HiredisPacking, cls), {})
+    for cls in (aioredis.Connection, aioredis.UnixDomainSocketConnection,
+                aioredis.SSLConnection)}
+
+
 def connect(url: str, *, cluster: bool, max_connections: int, pool_wait_s: float,
             connect_timeout_s: float, **kwargs: Any) -> HotRedis:
     """A client on ``url``: a single node behind a blocking pool (a thousand batches in
     flight wait for one of its connections instead of failing with "too many
     connections"), or a cluster discovered from ``url`` (redis-py's cluster client has
-    no blocking pool: ``max_connections`` is a hard cap per node)."""
+    no blocking pool: ``max_connections`` is a hard cap per node; its connections keep
+    redis-py's packer)."""
     if cluster:
         return RedisCluster.from_url(url, max_connections=max_connections,
                                      socket_connect_timeout=connect_timeout_s, **kwargs)
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=pool_wait_s,
         socket_connect_timeout=connect_timeout_s, **kwargs)
+    pool.connection_class = _PACKED.get(pool.connection_class, pool.connection_class)
     return aioredis.Redis.from_pool(pool)
 
 

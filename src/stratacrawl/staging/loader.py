@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.staging import ensure_partitions, land
 from stratacrawl.staging.spool import Spool
 
@@ -19,7 +18,7 @@ class DrainReport:
     failed: list[str] | None = None
 
 
-async def drain(spool: Spool, pool: AsyncConnectionPool, ledger: Ledger) -> DrainReport:
+async def drain(spool: Spool, pool: AsyncConnectionPool) -> DrainReport:
     report = DrainReport(failed=[])
     for path in spool.files():
         try:
@@ -31,7 +30,7 @@ async def drain(spool: Spool, pool: AsyncConnectionPool, ledger: Ledger) -> Drai
         async with pool.connection() as conn:
             await ensure_partitions(conn, {i.fetched_at.date().isoformat() for i in items})
             async with conn.transaction():
-                report.inserted += await land(conn, ledger, owner, items, idempotent=True)
+                report.inserted += await land(conn, owner, items, idempotent=True)
         path.unlink()
         report.files += 1
         report.rows += len(items)

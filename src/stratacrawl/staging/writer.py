@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import ping
 from stratacrawl.cold.staging import COLUMNS, StagedFetch, ensure_partitions, land
 from stratacrawl.cold.tasks import LISTS
@@ -58,11 +57,10 @@ class WriterStats:
 
 
 class StagingWriter:
-    def __init__(self, *, pool: AsyncConnectionPool, ledger: Ledger, frontier: Frontier,
+    def __init__(self, *, pool: AsyncConnectionPool, frontier: Frontier,
                  hot_urls: HotURLState, spool: Spool, owner: str, flush_rows: int = 1000,
                  flush_s: float = 5.0, max_pending: int = 5000, parallel: int = 2) -> None:
         self.pool = pool
-        self.ledger = ledger
         self.frontier = frontier
         self.hot_urls = hot_urls
         self.spool = spool
@@ -228,7 +226,7 @@ class StagingWriter:
             for attempt in range(1, COMMIT_ATTEMPTS + 1):
                 try:
                     async with conn.transaction():
-                        return await land(conn, self.ledger, self.owner, items,
+                        return await land(conn, self.owner, items,
                                           idempotent=idempotent)
                 except RETRYABLE as e:
                     if attempt == COMMIT_ATTEMPTS:

@@ -128,7 +128,7 @@ class Recovery:
         await step("restore sessions", lambda: restore_sessions(self.redis, self.pool),
                    lambda n: f"{n} sources")
         spool = Spool.of_state(self.state_path)
-        await step("drain spool", lambda: drain(spool, self.pool, self.ledger),
+        await step("drain spool", lambda: drain(spool, self.pool),
                    lambda r: f"{r.rows} rows from {r.files} files")
         await step("rebuild Bloom filter", self.rebuild_bloom,
                    lambda n: f"{n} URLs" if n else "already complete")

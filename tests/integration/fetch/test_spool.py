@@ -37,15 +37,15 @@ async def test_spooled_batches_land_once_however_often_replayed(comps: Component
     assert path.exists() and not list(spool.folder.glob("*.tmp"))
     keep = tmp_path / "copy.batch"
     shutil.copy(path, keep)
-    first = await drain(spool, comps.pool, comps.ledger)
+    first = await drain(spool, comps.pool)
     assert (first.files, first.rows, first.inserted) == (1, 5, 5)
     assert spool.pending() == 0
     shutil.copy(keep, spool.folder / keep.name)       # the same batch again (a crash replay)
-    second = await drain(spool, comps.pool, comps.ledger)
+    second = await drain(spool, comps.pool)
     assert (second.files, second.inserted) == (1, 0)
     counts = await comps.ledger.counts()
     assert counts["s1"] == {"SUCCEEDED": 5}
     (spool.folder / "broken.batch").write_bytes(b"not a spool file")
-    third = await drain(spool, comps.pool, comps.ledger)
+    third = await drain(spool, comps.pool)
     assert third.failed and "broken.batch" in third.failed[0]
     assert (spool.folder / "broken.batch").exists()   # kept for inspection

@@ -39,7 +39,7 @@ async def _claimed(comps: Components, n: int, owner: str) -> list[StagedFetch]:
 
 
 def _writer(comps: Components, tmp_path: Path, owner: str, **kw: object) -> StagingWriter:
-    return StagingWriter(pool=comps.pool, ledger=comps.ledger, frontier=comps.frontier,
+    return StagingWriter(pool=comps.pool, frontier=comps.frontier,
                          hot_urls=comps.hot_urls, spool=Spool(tmp_path / "spool"),
                          owner=owner, **kw)  # type: ignore[arg-type]
 
