@@ -76,7 +76,7 @@ _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
 _PARAM = r"[a-z0-9_]+=[A-Za-z0-9._~-]*"
 _CANONICAL = re.compile(
     rf"(?P<scheme>https?)://(?P<host>(?:{_LABEL}\.)*[a-z](?:[a-z0-9-]{{0,61}}[a-z0-9])?"
-    rf"|{_OCTET}(?:\.{_OCTET}){{3}})(?::(?P<port>[1-9][0-9]{{0,4}}))?"
+    rf"|{_OCTET}(?:\.{_OCTET}){{3}})(?::(?P<port>0|[1-9][0-9]{{0,4}}))?"
     rf"(?P<path>/(?:{_SEGMENT}/)*(?:{_SEGMENT})?)(?:\?(?P<query>{_PARAM}(?:&{_PARAM})*))?")
 
 

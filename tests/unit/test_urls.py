@@ -169,7 +169,7 @@ SHORTCUT_CANDIDATES = st.builds(
     st.sampled_from(["http", "https"]),
     st.one_of(st.lists(LABELS, min_size=1, max_size=3).map(".".join),
               st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", fullmatch=True)),
-    st.sampled_from(["", ":80", ":443", ":8080", ":65535", ":65536"]),
+    st.sampled_from(["", ":80", ":443", ":8080", ":65535", ":65536", ":0", ":00", ":08"]),
     st.lists(st.one_of(st.from_regex(r"[A-Za-z0-9._~-]{1,10}", fullmatch=True),
                        st.sampled_from(["index.html", "Default.aspx", ".", "..", ".x"])),
              max_size=4),
