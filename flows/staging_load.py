@@ -14,7 +14,7 @@ from stratacrawl.wiring import open_app
 async def staging_load() -> dict[str, int]:
     async with open_app(await load_settings()) as comps:
         spool = Spool.of_state(comps.settings.state_path)
-        report = await step("drain the spool", lambda: drain(spool, comps.pool, comps.ledger))
+        report = await step("drain the spool", lambda: drain(spool, comps.pool))
     summary = {"files": report.files, "rows": report.rows, "inserted": report.inserted,
                "damaged": len(report.failed or [])}
     await publish("stratacrawl-staging-load", "Staging load",
