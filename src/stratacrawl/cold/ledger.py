@@ -212,14 +212,8 @@ class Ledger:
         With ``conn`` the update joins the caller's transaction (staging writes commit
         together with the ledger); without, it commits on its own.
         """
-        return len(await self.finish_held(outcomes, owner, conn))
-
-    async def finish_held(self, outcomes: Sequence[Outcome], owner: str,
-                          conn: AsyncConnection | None = None) -> set[int]:
-        """Like ``finish``; returns the ids of the tasks whose outcome was applied (those
-        ``owner`` still held: a lease reclaimed from a stalled worker is not)."""
         if not outcomes:
-            return set()
+            return 0
         outcomes = sorted(outcomes, key=lambda o: o.task_id)  # one lock order for all writers
         sql = (
             f"UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} "
@@ -227,7 +221,7 @@ class Ledger:
             "state, unnest(%b::int[]) AS status, unnest(%b::text[]) AS error, "
             "unnest(%b::timestamptz[]) AS due_at, unnest(%b::real[]) AS recrawl_s, "
             "unnest(%b::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%b::bigint[]) "
-            f"AND {HELD_BY} RETURNING t.id")
+            f"AND {HELD_BY}")
         # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
         # planner may hash every leased task (a sequential scan of the ledger per flush).
         ids = [o.task_id for o in outcomes]
@@ -235,11 +229,9 @@ class Ledger:
                   [o.error for o in outcomes], [o.due_at for o in outcomes],
                   [o.recrawl_s for o in outcomes], [o.changed for o in outcomes], ids, owner)
         if conn is not None:
-            cur = await conn.execute(sql, params)
-            return {int(r[0]) for r in await cur.fetchall()}
+            return (await conn.execute(sql, params)).rowcount
         async with self.pool.connection() as own:
-            cur = await own.execute(sql, params)
-            return {int(r[0]) for r in await cur.fetchall()}
+            return (await own.execute(sql, params)).rowcount
 
     async def grade_lists(self, grades: Sequence[tuple[int, bool, float, float]],
                           shrink: float, grow: float) -> int:
