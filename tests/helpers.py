@@ -82,3 +82,22 @@ def screenshot(page: Path | str, profile: Path, out: Path, *, offline: bool = Fa
 def tier_env(comps: Any, state_dir: Path) -> dict[str, str]:
     """Environment for a ``stratacrawl`` subprocess on the same tiers as ``comps``."""
     return comps.runtime.child_env(state_dir)  # type: ignore[no-any-return]
+
+
+def staged_fetches(tasks: Any, worker: str = "w1") -> list[Any]:
+    """A fetched page per claimed task (``<html>hi</html>``, 200), as the fetcher hands
+    them to staging or the spool."""
+    from datetime import UTC, datetime
+
+    from stratacrawl.cold.staging import StagedFetch, make_row
+    from stratacrawl.cold.tasks import TaskState
+
+    now = datetime.now(UTC)
+    return [StagedFetch(
+        row=make_row(fetched_at=now, fetch_key=f"{t.id}:1:x", source_id=t.source_id,
+                     task_id=t.id, attempt=1, url=t.url, final_url=t.url, status=200,
+                     headers={}, content_type="text/html", body=b"<html>hi</html>",
+                     elapsed_ms=1.0, trace_id="x", worker=worker, kind="item", success=True),
+        outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
+        content_hash="c", etag=None, last_modified=None, succeeded=True, fetched_at=now,
+        status=200, body_bytes=15) for t in tasks]

@@ -179,3 +179,26 @@ async def test_demotion_waits_for_the_warm_writer_slot_another_deployment_holds(
     finally:
         async with get_client() as client:
             await client.delete_global_concurrency_limit_by_name(WARM_WRITER)
+
+
+async def test_staging_load_drains_the_spool_a_staging_outage_left(
+        prefect_api: None, flow_env: Settings, comps: Any) -> None:
+    """Pages a worker spooled while PostgreSQL was down land in staging and complete
+    their tasks when the staging-load flow runs; the run says what it drained."""
+    from flows.staging_load import staging_load
+    from stratacrawl.cold.tasks import NewTask
+    from stratacrawl.staging.spool import Spool
+    from stratacrawl.urls import fingerprint
+    from tests.helpers import staged_fetches
+
+    urls = [f"http://127.0.0.1:9/item/{i}" for i in range(4)]
+    await comps.frontier.add([NewTask("s1", u, fingerprint(u)) for u in urls])
+    batch = await comps.frontier.claim("s1", 4, "w1")
+    spool = Spool.of_state(flow_env.state_path)
+    spool.write("w1", staged_fetches(batch.tasks))
+    state = await staging_load(return_state=True)
+    assert state.is_completed(), state.message
+    assert await state.result() == {"files": 1, "rows": 4, "inserted": 4, "damaged": 0}
+    assert spool.pending() == 0
+    assert (await comps.ledger.counts())["s1"] == {"SUCCEEDED": 4}
+    assert [(n, s) for n, s, _ in await _task_runs(state)] == [("drain the spool", "COMPLETED")]

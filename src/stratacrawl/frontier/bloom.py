@@ -22,7 +22,7 @@ from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import AskError, ResponseError
 
 from stratacrawl.hot import keys as hot_keys
-from stratacrawl.hot.client import HotRedis, is_cluster
+from stratacrawl.hot.client import HotRedis, as_cluster, as_single, is_cluster
 
 MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB; positions travel as uint32
 
@@ -142,7 +142,7 @@ class BloomFilter:
     async def _connection(self, node: ClusterNode | None) -> AsyncIterator[Any]:
         """A connection of the client's pool, or of one cluster node."""
         if node is None:
-            pool = self.redis.connection_pool
+            pool = as_single(self.redis).connection_pool
             conn = await pool.get_connection()
             try:
                 yield conn
@@ -190,7 +190,7 @@ class BloomFilter:
         which follows the redirect and refreshes its slot map."""
         by_node: dict[Any, list[int]] = {}
         for i, (key, _) in enumerate(requests):
-            by_node.setdefault(self.redis.get_node_from_key(key), []).append(i)
+            by_node.setdefault(as_cluster(self.redis).get_node_from_key(key), []).append(i)
         nodes = list(by_node)
         results = await asyncio.gather(*(
             self._send(node, [requests[i] for i in by_node[node]], pos, add, False)

@@ -8,8 +8,8 @@ memory — goes through the helpers here, which do the right thing on either kin
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, TypeGuard
 
 import hiredis
 import redis.asyncio as aioredis
@@ -21,8 +21,22 @@ from stratacrawl.errors import ConfigError
 HotRedis = aioredis.Redis | RedisCluster
 
 
-def is_cluster(redis: HotRedis) -> bool:
+def is_cluster(redis: HotRedis) -> TypeGuard[RedisCluster]:
     return isinstance(redis, RedisCluster)
+
+
+def as_cluster(redis: HotRedis) -> RedisCluster:
+    """``redis`` where only a cluster client can be (a cluster-only code path)."""
+    if not isinstance(redis, RedisCluster):
+        raise TypeError("a Redis Cluster client was expected")
+    return redis
+
+
+def as_single(redis: HotRedis) -> aioredis.Redis:
+    """``redis`` where only a single-node client can be."""
+    if isinstance(redis, RedisCluster):
+        raise TypeError("a single-node Redis client was expected")
+    return redis
 
 
 class _HiredisPacking:
@@ -84,7 +98,7 @@ async def key_count(redis: HotRedis) -> int:
     return int(await redis.dbsize())
 
 
-async def scan_keys(redis: HotRedis, match: str, count: int) -> AsyncIterator[str]:
+async def scan_keys(redis: HotRedis, match: str, count: int) -> AsyncGenerator[str, None]:
     """Keys matching ``match`` (every primary of a cluster in turn), as text."""
     async for k in redis.scan_iter(match=match, count=count):
         yield k.decode() if isinstance(k, bytes) else k
@@ -109,4 +123,4 @@ async def check_kind(redis: HotRedis, url: str) -> None:
 def connections_in_use(redis: HotRedis) -> int:
     if is_cluster(redis):
         return sum(len(n._connections) - len(n._free) for n in redis.get_nodes())
-    return len(getattr(redis.connection_pool, "_in_use_connections", ()))
+    return len(getattr(as_single(redis).connection_pool, "_in_use_connections", ()))

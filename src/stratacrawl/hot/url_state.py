@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from redis.exceptions import NoScriptError
 
 from stratacrawl.hot import keys
-from stratacrawl.hot.client import HotRedis, is_cluster
+from stratacrawl.hot.client import HotRedis, as_cluster, is_cluster
 from stratacrawl.hot.scripts import script
 
 FIELDS = ("lc", "h", "la", "et", "lm", "ch", "st")
@@ -99,7 +99,8 @@ class HotURLState:
         if not touched and not entries:
             return
         stamp = f"{now or time.time():.3f}"
-        work = [(fp, None) for fp in touched] + list(entries.items())
+        work: list[tuple[str, Fields | None]] = [(fp, None) for fp in touched]
+        work += entries.items()
         if is_cluster(self.redis):
             await self._record_cluster(work, stamp)
             return
@@ -109,7 +110,7 @@ class HotURLState:
     async def _record_cluster(self, work: list[tuple[str, Fields | None]], stamp: str) -> None:
         slots: dict[int, list[tuple[str, Fields | None]]] = {}
         for item in work:  # re-references stay first within each slot's call
-            slots.setdefault(self.redis.keyslot(key(item[0])), []).append(item)
+            slots.setdefault(as_cluster(self.redis).keyslot(key(item[0])), []).append(item)
         if not self._loaded:  # on every primary, before the first call
             await self.redis.script_load(self._record.script)
             self._loaded = True

@@ -96,6 +96,8 @@ class ChildProcess:
 
     def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
+        assert self._log is not None  # both opened by start()
+        log = self._log
         for raw in self._proc.stdout:
             try:
                 line = json.loads(raw)
@@ -105,8 +107,8 @@ class ChildProcess:
                 self.lines.append({"at": time.monotonic(), **line})
             elif raw.strip():
                 with contextlib.suppress(ValueError):  # closed at the end of the run
-                    self._log.write(raw)
-                    self._log.flush()
+                    log.write(raw)
+                    log.flush()
 
     @property
     def pid(self) -> int:

@@ -168,8 +168,10 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
         while any(w.running for w in workers):
             time.sleep(cfg.sample_s)
             now = time.monotonic()
-            for p in (*workers, clean, *others.values()):
+            for p in (*workers, clean):
                 p.sample()
+            for probe in others.values():
+                probe.sample()
             backlog, staged, uncleaned, records = _sample_tiers(conn)
             result.samples.append(Sample(
                 now - t0, {w.name: int(w.final["landed"]) if w.final else
