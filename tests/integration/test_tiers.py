@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 async def test_prepare_is_idempotent_and_creates_schema(rt: Runtime) -> None:
     await rt.prepare()  # second time: nothing changes, nothing fails
-    assert db.current_revision(rt.database_url) is not None
+    assert db.current_revision(rt.database_url) == db.head_revision()
     inv = await take_inventory(rt)
     assert set(inv.cold_rows) >= {"tasks", "url_state", "staging", "records"}
     assert all(v == 0 for v in inv.cold_rows.values())
@@ -73,3 +73,30 @@ async def test_health_checks_report_versions(rt: Runtime) -> None:
     assert (await check_redis(rt))[0].isdigit()
     assert "." in await check_elasticsearch(rt)
     assert (await check_postgres(rt))[0].isdigit()
+
+
+def test_the_head_revision_is_alembics_head() -> None:
+    """``migrate`` skips Alembic when the schema is at ``head_revision()``: it must be
+    the head Alembic itself computes from the migration chain."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == db.head_revision()
+
+
+async def test_a_schema_behind_the_head_is_migrated(rt: Runtime) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    url = rt.database_url
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    cfg.attributes["url"] = db.sqlalchemy_url(url)
+    command.downgrade(cfg, "0013")                # as an installation one release behind
+    assert db.current_revision(url) == "0013"
+    await rt.prepare()
+    assert db.current_revision(url) == db.head_revision()
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        assert conn.execute("SELECT to_regclass('task_keys')").fetchone() == ("task_keys",)

@@ -12,7 +12,6 @@ import typer
 from stratacrawl.cli.common import console, settings
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
 from stratacrawl.loadtest.result import VIAS, LoadTestConfig
-from stratacrawl.loadtest.run import run_loadtest
 from stratacrawl.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5
@@ -46,6 +45,8 @@ def loadtest_cmd(
                          via=via.value, redis_cluster=redis_cluster)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = out or settings().state_path / "loadtest" / stamp
+    from stratacrawl.loadtest.run import run_loadtest  # the harness: only when it runs
+
     with scratch_runtime("loadtest", LOADTEST_REDIS_DB, redis_cluster=redis_cluster) as rt:
         result = run_loadtest(rt, cfg, folder)
     md, png = write_report(result, folder)

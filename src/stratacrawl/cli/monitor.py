@@ -25,7 +25,6 @@ from stratacrawl.monitor.evaluate import Evaluation, evaluate
 from stratacrawl.monitor.inspection import inspect
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom_rules import rules_document
-from stratacrawl.monitor.web import serve
 from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.wiring import open_app
 
@@ -66,6 +65,8 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
 
 
 def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) -> None:
+    from stratacrawl.monitor.web import serve  # the web server: only when it serves
+
     parsed = _load(sources)
     s = settings()
 

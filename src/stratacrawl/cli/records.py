@@ -7,13 +7,11 @@ import asyncio
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
-from stratacrawl.clean.cleaner import Cleaner
-from stratacrawl.clean.parallel import default_processes
-from stratacrawl.clean.run import CleanReport, clean_staged
 from stratacrawl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -29,11 +27,13 @@ from stratacrawl.cli.common import (
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.export import export_records
 from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.tuning import tune_long_running
-from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 from stratacrawl.wiring import open_app
+
+if TYPE_CHECKING:  # the engines are imported by the command that runs them
+    from stratacrawl.clean.run import CleanReport
+    from stratacrawl.validate.runner import SuiteResult
 
 SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
                        help="The sources file.")
@@ -84,6 +84,10 @@ def clean_cmd(
     as_json: bool = JSON,
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
+    from stratacrawl.clean.cleaner import Cleaner
+    from stratacrawl.clean.parallel import default_processes
+    from stratacrawl.clean.run import clean_staged
+
     parsed = _sources(sources, source)
     if reclean and (source is None or day is None):
         bad_input("--reclean needs --source and --day")
@@ -140,6 +144,8 @@ def validate_cmd(
 ) -> None:
     """Run each source-day's checkpoint of the GX project; exit 1 if a check fails, 2 if one
     could not run (a suite naming a column the source lacks)."""
+    from stratacrawl.validate.runner import Validator, days_back
+
     parsed = _sources(sources, source)
     chosen = [parsed.get(source)] if source else parsed.sources
     day_list = days_back(days, _day(day) if day else None)
@@ -173,6 +179,8 @@ def export_cmd(
 ) -> None:
     """Records of a source since a day, for downstream use. Days whose last validation
     failed are held back (named, with their failed checks) unless --include-failed."""
+    from stratacrawl.export import export_records
+
     types = _sources(sources, source).get(source).field_types if sources.exists() else {}
     first, last = _day(since), _day(until) if until else None
 

@@ -5,8 +5,9 @@ The chain for a batch of fingerprints:
 2. the Bloom filter: a negative is certainly new (and is added, atomically) — unless the
    filter is not ready (Redis lost it and recovery has not rebuilt it yet): then every
    fingerprint takes the exact path, slower and still right;
-3. on a positive, the exact check: hot URL state, then warm (``mget`` by URL hash over
-   the weekly ``url_dedup`` indices of the window), then cold (``url_state``);
+3. on a positive, the exact check: hot URL state (read in the same moment as the
+   filter), then warm (``mget`` by URL hash over the weekly ``url_dedup`` indices of the
+   window) for what hot does not know, then cold (``url_state``);
 4. a re-referenced URL is promoted to hot URL state (hits, last access).
 When warm is down the chain goes straight to cold: slower, never wrong.
 """
@@ -25,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import last_crawled
 from stratacrawl.frontier.bloom import BloomFilter
-from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.hot.url_state import HotURL, HotURLState
 from stratacrawl.warm.indices import IndexLayout
 from stratacrawl.warm.url_docs import last_crawled as warm_last_crawled
 
@@ -88,11 +89,16 @@ class Dedup:
             else:
                 todo.append(fp)
         if todo:
-            seen_before, ready = await self.bloom.check_and_add_ready(todo)
+            # The Bloom filter and the hot tier are asked at once: one round trip on the
+            # list hop's path, not two (hot answers most known URLs; a new one costs an
+            # HMGET miss).
+            (seen_before, ready), hot = await asyncio.gather(
+                self.bloom.check_and_add_ready(todo), self.hot.get_many(todo))
             if not ready:
                 seen_before = [True] * len(todo)
-            maybe = [fp for fp, seen in zip(todo, seen_before, strict=True) if seen]
-            for fp in set(todo) - set(maybe):
+            maybe = [(fp, entry) for fp, entry, seen in zip(todo, hot, seen_before, strict=True)
+                     if seen]
+            for fp in set(todo) - {fp for fp, _ in maybe}:
                 out[fp] = Seen.NEW
             self.stats["bloom_new"] += len(todo) - len(maybe)
             if maybe:
@@ -113,17 +119,17 @@ class Dedup:
         for fp in fps:
             self._cache[fp] = (expiry, verdicts[fp], ages.get(fp))
 
-    async def _exact(self, fps: list[str], now: float, ages: dict[str, float]
-                     ) -> dict[str, Seen]:
-        # Hot and warm are asked together; if warm has not answered within ``hedge_s``, cold
-        # (the truth) is asked too and whichever answers first decides — a slow warm node
-        # does not set the tail latency, and a fast one still keeps the load off cold.
-        warm_task = asyncio.ensure_future(self._warm_safe(fps))
-        hot = await self.hot.get_many(fps)
+    async def _exact(self, maybe: list[tuple[str, HotURL | None]], now: float,
+                     ages: dict[str, float]) -> dict[str, Seen]:
+        """Verdicts of the URLs the Bloom filter may have seen, given their hot entries.
+        What hot does not answer goes to warm; if warm has not answered within
+        ``hedge_s``, cold (the truth) is asked too and whichever answers first decides —
+        a slow warm node does not set the tail latency, and a fast one still keeps the
+        load off cold."""
         found: dict[str, Seen] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
         touched, pending = [], []
-        for fp, entry in zip(fps, hot, strict=True):
+        for fp, entry in maybe:
             if entry is not None and entry.last_crawled is not None:
                 found[fp] = self._age_verdict(entry.last_crawled, now)
                 ages[fp] = entry.last_crawled
@@ -134,6 +140,7 @@ class Dedup:
         warm: dict[str, float] = {}
         cold_task: asyncio.Future[dict[str, float | None]] | None = None
         if pending:
+            warm_task = asyncio.ensure_future(self._warm_safe(pending))
             done, _ = await asyncio.wait({warm_task}, timeout=self.hedge_s)
             if not done:
                 cold_task = asyncio.ensure_future(self._cold(pending))
@@ -145,8 +152,6 @@ class Dedup:
                 warm_task.cancel()  # cold answered first, for every URL: warm is not needed
             else:  # cold lacks some (Bloom false positives, usually): hear warm out too
                 warm = await warm_task
-        else:
-            warm_task.cancel()
         rest = []
         for fp in pending:
             if fp in warm:

@@ -67,9 +67,8 @@ class Frontier:
             by_source.setdefault(source_id, []).append((task_id, priority, due))
         for source_id, items in by_source.items():
             soon = sorted((i for i in items if i[2] <= horizon), key=lambda i: (-i[1], i[2], i[0]))
-            room = max(0, self.hot.window - await self.hot.size(source_id))
-            await self.hot.push(source_id, soon[:room])
-            if len(soon) > room or len(soon) < len(items):
+            left_out = await self.hot.admit(source_id, soon)
+            if left_out or len(soon) < len(items):
                 self._drained.pop(source_id, None)  # the ledger holds more than the window
 
     async def refill(self, source_id: str, force: bool = False, *, resume: bool = False) -> int:

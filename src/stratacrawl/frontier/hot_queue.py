@@ -34,6 +34,7 @@ class HotQueue:
         self.redis = redis
         self.window = window
         self._claim = script(redis, "claim")
+        self._admit = script(redis, "admit")
 
     async def size(self, source_id: str) -> int:
         return int(await self.redis.zcard(ready_key(source_id)))
@@ -43,6 +44,17 @@ class HotQueue:
         if items:
             await self.redis.zadd(ready_key(source_id),
                                   {str(i): score(p, d) for i, p, d in items})
+
+    async def admit(self, source_id: str, items: Sequence[tuple[int, int, float]]) -> int:
+        """Push (id, priority, due epoch) entries, best first, while the window has room;
+        returns how many did not fit (one round trip)."""
+        if not items:
+            return 0
+        args: list[float | str] = [self.window]
+        for i, p, d in items[:self.window]:  # never more than a whole window fits
+            args += [score(p, d), str(i)]
+        left_out = int(await self._admit(keys=[ready_key(source_id)], args=args))
+        return left_out + max(0, len(items) - self.window)
 
     async def pop(self, source_id: str, n: int, lease_s: float) -> tuple[list[int], int]:
         """Take up to ``n`` due ids, best first, and record their lease; also returns how

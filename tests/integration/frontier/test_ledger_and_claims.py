@@ -165,6 +165,19 @@ async def test_hot_window_stays_bounded(comps: Components) -> None:
     assert await comps.hot_queue.size("s1") <= 50
 
 
+async def test_admit_fills_the_window_best_first_and_counts_what_did_not_fit(
+        comps: Components) -> None:
+    q = comps.hot_queue
+    q.window = 3000
+    await q.push("s1", [(i, 0, 100.0) for i in range(1, 501)])   # 500 already waiting
+    items = [(i, 5, 200.0 + i) for i in range(1000, 4000)]        # best first
+    assert await q.admit("s1", items) == 500                      # 2,500 fit, in chunks
+    assert await q.size("s1") == 3000
+    ids, _ = await q.pop("s1", 3000, 60)
+    assert set(ids) >= {i for i, _, _ in items[:2500]} and 3500 not in ids
+    assert await q.admit("s1", []) == 0
+
+
 async def test_new_work_enters_a_window_with_room_without_ledger_reads(
         comps: Components) -> None:
     comps.hot_queue.window = 100
