@@ -14,6 +14,7 @@ the source's rules, so an unchanged page fetched again is not parsed again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -89,8 +90,11 @@ class Cleaner:
         return found
 
     # -- batches ----------------------------------------------------------------------------
-    async def clean_batch(self, source_ids: list[str] | None = None) -> CleanStats:
-        """Claim, clean and land one batch; an empty result means nothing was left."""
+    async def clean_batch(self, source_ids: list[str] | None = None,
+                          extracted: asyncio.Event | None = None) -> CleanStats:
+        """Claim, clean and land one batch; an empty result means nothing was left.
+        ``extracted`` is set once the records are extracted and only their landing
+        (PostgreSQL's work) is left."""
         stats = CleanStats()
         ids = source_ids or self.sources.ids
         async with self.pool.connection() as conn, conn.transaction():
@@ -99,6 +103,8 @@ class Cleaner:
             if not claimed:
                 return stats
             records, outcomes = await self._clean(claimed, stats)
+            if extracted is not None:
+                extracted.set()
             result: UpsertResult = await upsert(
                 conn, records, [c.id for c in claimed if c.cleaned_before])
             await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
@@ -178,14 +184,42 @@ class Cleaner:
         more instead of stopping (a cleaner running beside a crawl)."""
         total = CleanStats()
         t0 = time.monotonic()
-        while seconds is None or time.monotonic() - t0 < seconds:
-            batch = await self.clean_batch(source_ids)
-            if not batch.pages:
-                if follow:
-                    await asyncio.sleep(1.0)
+        # Two batches overlap: while one batch's records land (PostgreSQL's work, on a core
+        # of its own), the next is claimed and extracted here. Claims skip locked pages, so
+        # the two never share one; records are written in fingerprint order, so two
+        # landings never deadlock.
+        landing: asyncio.Future[CleanStats] | None = None
+        current: asyncio.Future[CleanStats] | None = None
+        try:
+            while seconds is None or time.monotonic() - t0 < seconds:
+                extracted = asyncio.Event()
+                current = asyncio.ensure_future(self.clean_batch(source_ids, extracted))
+                ready = asyncio.ensure_future(extracted.wait())
+                await asyncio.wait({current, ready}, return_when=asyncio.FIRST_COMPLETED)
+                ready.cancel()
+                if landing is not None:
+                    total.merge(await landing)
+                    landing = None
+                if not current.done():
+                    landing, current = current, None
                     continue
-                break
-            total.merge(batch)
+                batch = current.result()
+                current = None
+                if not batch.pages:
+                    if follow:
+                        await asyncio.sleep(1.0)
+                        continue
+                    break
+                total.merge(batch)
+            if landing is not None:
+                total.merge(await landing)
+                landing = None
+        finally:  # an error or a cancellation: the batch in flight rolls back (reclaimed later)
+            for task in (landing, current):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
         total.seconds = time.monotonic() - t0
         return total
 

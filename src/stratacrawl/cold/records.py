@@ -65,7 +65,7 @@ async def upsert(conn: AsyncConnection, records: Sequence[Record],
                 await copy.write_row(r.row())
     if recleaned:
         cur = await conn.execute(
-            "WITH gone AS (DELETE FROM records r WHERE r.staging_id = ANY(%b) AND NOT EXISTS "
+            "WITH gone AS (DELETE FROM records r WHERE r.staging_id = ANY(%b::bigint[]) AND NOT EXISTS "
             "(SELECT 1 FROM clean_batch b WHERE b.fingerprint = r.fingerprint) "
             "RETURNING r.fingerprint) "
             "DELETE FROM record_keys k USING gone WHERE k.fingerprint = gone.fingerprint",

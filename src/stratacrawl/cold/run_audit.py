@@ -59,5 +59,5 @@ def fates(conn: psycopg.Connection[Any], ids: Sequence[int], killed: str
     return [tuple(r) for r in conn.execute(  # type: ignore[misc]
         "SELECT t.state, t.lease_owner, COALESCE(bool_or(s.worker <> %s), false), "
         "count(s.task_id) > 0 FROM tasks t LEFT JOIN staging s ON s.task_id = t.id "
-        "WHERE t.id = ANY(%b) GROUP BY t.id, t.state, t.lease_owner",
+        "WHERE t.id = ANY(%b::bigint[]) GROUP BY t.id, t.state, t.lease_owner",
         (killed, list(ids))).fetchall()]

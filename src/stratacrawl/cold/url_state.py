@@ -138,7 +138,7 @@ async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, dat
             "unnest(%b::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
             "AND u.url_hash = ANY(%b)",
             ([h for h, _ in synced], [at for _, at in synced], [h for h, _ in synced]))
-        await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%b)", (list(outbox_ids),))
+        await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%b::bigint[])", (list(outbox_ids),))
 
 
 # -- eviction and sinking -------------------------------------------------------------------

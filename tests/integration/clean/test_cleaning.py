@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +82,44 @@ async def test_records_equal_the_ground_truth(comps: Components, site) -> None:
     again = await cleaner.run()
     assert again.pages > 0 and again.inserted == 0 and again.cache_hits == again.pages
     assert sum(len(v) for v in (await records_by_url(comps)).values()) == total_before
+
+
+async def test_the_next_batch_is_extracted_while_one_lands(
+        comps: Components, site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cleaner claims and extracts batch N+1 while batch N's records are written; every
+    page is still cleaned once and the records are the ground truth."""
+    from stratacrawl.clean import cleaner as cleaner_module
+
+    st, specs = site
+    sources = sources_for(specs)
+    await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
+    landing, overlapped = 0, 0
+    real_upsert, real_claim = cleaner_module.upsert, cleaner_module.claim_for_cleaning
+
+    async def slow_upsert(*args: Any, **kwargs: Any) -> Any:
+        nonlocal landing
+        landing += 1
+        try:
+            await asyncio.sleep(0.05)   # PostgreSQL busy writing the batch
+            return await real_upsert(*args, **kwargs)
+        finally:
+            landing -= 1
+
+    async def claim(*args: Any, **kwargs: Any) -> Any:
+        nonlocal overlapped
+        overlapped += landing > 0
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(cleaner_module, "upsert", slow_upsert)
+    monkeypatch.setattr(cleaner_module, "claim_for_cleaning", claim)
+    stats = await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources,
+                          batch_size=7).run()
+    assert stats.pages > 100 and overlapped >= stats.pages // 7 - 2
+    records = await records_by_url(comps)
+    assert all(len(v) == 1 for v in records.values())
+    truth = st.sim.truth()
+    for spec in specs:
+        assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99
 
 
 async def test_redesign_marks_format_errors_raises_anomaly_and_reclean_recovers(
