@@ -107,8 +107,9 @@ _LAND = (
     "retry_count = 0, content_length = COALESCE(v.l_length, u.content_length), "
     "canonical_url = CASE WHEN v.content_hash IS NULL THEN u.canonical_url "
     "ELSE v.canonical_url END FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
-    "WHERE u.url_hash = v.url_hash RETURNING u.url_hash), "
-    "queued AS (INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM fetched) "
+    "WHERE u.url_hash = v.url_hash RETURNING u.url_hash, u.source_id), "
+    "queued AS (INSERT INTO warm_outbox (url_hash, source_id) SELECT url_hash, source_id "
+    "FROM fetched) "
     "SELECT (SELECT count(*) FROM staged), ARRAY(SELECT url_hash FROM kept "
     "WHERE NOT succeeded ORDER BY url_hash)")
 _LAND_SQL = {False: _LAND.format(conflict=""),

@@ -72,17 +72,42 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
         return revoked
 
 
-async def fetched_pages(pool: AsyncConnectionPool, source_id: str, after: datetime | None,
-                        limit: int) -> list[tuple[str, str, datetime, str | None]]:
+FetchedPage = tuple[str, str, datetime, str | None]
+
+
+async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int | None,
+                        limit: int) -> tuple[list[FetchedPage], int | None]:
     """(URL, content fingerprint, last crawled, declared canonical URL) of the source's
-    pages fetched with 200 after ``after`` (oldest first), at most ``limit``."""
+    pages fetched with 200 since ``cursor`` (oldest first), and the cursor to go on from.
+
+    No index covers ``url_state``'s source and crawl time (it would make every fetch's
+    URL-state update non-HOT), so reading "fetched since" there is a scan of the whole
+    table: done once, on the first read (``cursor`` None: the newest ``limit`` pages).
+    After that, the pages come from ``warm_outbox``, the append-only feed of URL-state
+    changes: the source's entries after ``cursor`` (at most ``limit``), by key. A sample,
+    not a ledger: entries the demoter consumed before a read are not seen."""
     async with pool.connection() as conn:
+        if cursor is None:
+            row = await (await conn.execute(
+                "SELECT max(id) FROM warm_outbox WHERE source_id = %s", (source_id,))).fetchone()
+            cur = await conn.execute(
+                "SELECT url, content_hash, last_crawled, canonical_url FROM url_state "
+                "WHERE source_id = %s AND http_status = 200 AND content_hash IS NOT NULL "
+                "AND last_crawled IS NOT NULL ORDER BY last_crawled DESC LIMIT %s",
+                (source_id, limit))
+            pages = [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
+            return pages[::-1], int(row[0]) if row and row[0] is not None else 0
         cur = await conn.execute(
-            "SELECT url, content_hash, last_crawled, canonical_url FROM url_state "
-            "WHERE source_id = %s AND last_crawled > COALESCE(%s, '-infinity'::timestamptz) "
-            "AND http_status = 200 AND content_hash IS NOT NULL ORDER BY last_crawled LIMIT %s",
-            (source_id, after, limit))
-        return [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
+            "WITH o AS (SELECT id, url_hash FROM warm_outbox WHERE source_id = %s AND id > %s "
+            "ORDER BY id LIMIT %s) SELECT (SELECT max(id) FROM o), u.url, u.content_hash, "
+            "u.last_crawled, u.canonical_url FROM (SELECT 1) one LEFT JOIN (o JOIN url_state u "
+            "ON u.url_hash = o.url_hash AND u.http_status = 200 AND u.content_hash IS NOT NULL "
+            "AND u.last_crawled IS NOT NULL) ON true ORDER BY o.id",
+            (source_id, cursor, limit))
+        rows = await cur.fetchall()
+    last = rows[0][0] if rows else None
+    return ([(u, h, t, c) for _, u, h, t, c in rows if u is not None],
+            cursor if last is None else int(last))
 
 
 @dataclass

@@ -3,7 +3,8 @@ from the pages a crawl fetched, stored in cold (``url_rules``), cached in hot, a
 in discovery, ``submit`` and when tasks are claimed.
 
 A crawl mines its sources every few seconds: the pages fetched since its last pass
-(``url_state``: each URL's last content fingerprint, status 200) join an in-memory sample
+(each URL's last content fingerprint, status 200: read from ``url_state`` once, then from
+the feed of URL-state changes, ``warm_outbox``) join an in-memory sample
 (the newest ``SAMPLE_LIMIT`` per source), the sample's rules are re-derived and their
 evidence stored — evidence only grows, so a restarted miner that sees less for a while
 neither deactivates nor un-revokes a rule. A source's ``url_rules`` in ``sources.yaml``
@@ -22,7 +23,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from urllib.parse import urlsplit
 
 from psycopg_pool import AsyncConnectionPool
@@ -54,7 +54,7 @@ MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times it
 class _Sample:
     pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
     declared: dict[str, str] = field(default_factory=dict)  # URL → its rel=canonical URL
-    after: datetime | None = None
+    cursor: int | None = None   # where the next read goes on (cold/url_rules.fetched_pages)
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
 
@@ -162,10 +162,11 @@ class UrlRules:
             sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
 
     async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule]) -> bool:
-        rows = await fetched_pages(self.pool, source_id, sample.after, READ_LIMIT)
+        rows, sample.cursor = await fetched_pages(self.pool, source_id, sample.cursor,
+                                                  READ_LIMIT)
         if not rows:
             return False
-        for url, content, crawled, declared in rows:
+        for url, content, _, declared in rows:
             canonical = self._canonical_of(url)
             if canonical is not None:
                 sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
@@ -174,7 +175,6 @@ class UrlRules:
                 sample.declared.pop(canonical, None)
                 if target is not None:
                     sample.declared[canonical] = target
-            sample.after = crawled
         while len(sample.pages) > SAMPLE_LIMIT:
             sample.declared.pop(next(iter(sample.pages)), None)
             sample.pages.pop(next(iter(sample.pages)))

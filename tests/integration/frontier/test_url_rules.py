@@ -155,3 +155,34 @@ async def test_rel_canonical_is_evidence_and_contradictory_links_are_ignored_and
     assert await load_canonical_counts(comps.pool, "s") == {
         "s": CanonicalCounts(used=3, off_host=1, missing=1, looped=2)}
     assert await miner.active("s") == (Rule.parse("drop-param:ref@/article/"),)
+
+
+async def test_the_miner_reads_url_state_once_then_follows_the_outbox(
+        comps: Components) -> None:
+    """The first read takes the source's newest pages from ``url_state``; later reads take
+    only the source's entries the URL-state feed gained since, so a pass costs what was
+    fetched, not the table."""
+    from stratacrawl.cold.url_rules import fetched_pages
+
+    async def page(url: str, source: str, n: int) -> None:
+        async with comps.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
+                "last_crawled) VALUES (%s, %s, %s, 200, %s, now() + make_interval(secs => %s))",
+                (fingerprint(url), source, url, f"c{n}", n))
+            await conn.execute("INSERT INTO warm_outbox (url_hash, source_id) VALUES (%s, %s)",
+                               (fingerprint(url), source))
+
+    for n in range(5):
+        await page(f"http://a.test/{n}", "a", n)
+    first, cursor = await fetched_pages(comps.pool, "a", None, 3)
+    assert [u for u, *_ in first] == ["http://a.test/2", "http://a.test/3", "http://a.test/4"]
+    assert (await fetched_pages(comps.pool, "a", cursor, 3))[0] == []
+    await page("http://b.test/0", "b", 10)
+    await page("http://a.test/5", "a", 11)
+    await page("http://b.test/1", "b", 12)
+    later, after = await fetched_pages(comps.pool, "a", cursor, 100)
+    assert [u for u, *_ in later] == ["http://a.test/5"] and after == cursor + 2
+    assert (await fetched_pages(comps.pool, "a", after, 100))[0] == []
+    b_pages, _ = await fetched_pages(comps.pool, "b", None, 100)
+    assert [u for u, *_ in b_pages] == ["http://b.test/0", "http://b.test/1"]
