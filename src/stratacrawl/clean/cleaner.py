@@ -44,6 +44,8 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
+BATCH_S = 0.5     # a claim is sized to about this much extraction
+MIN_BATCH = 10
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Cleaner:
         self.cache = ParseCache(redis=redis, ttl_s=cache_ttl_s) if redis is not None else None
         self.sources = sources
         self.batch_size = batch_size
+        self._page_s: float | None = None   # extraction seconds a page, smoothed
         self._extractors: dict[str, Extractor] = {s.id: extractor_for(s) for s in sources.sources}
         self._rules_key = {s.id: hashlib.blake2b(s.extract.model_dump_json().encode(),
                                                  digest_size=8).hexdigest()
@@ -99,10 +102,12 @@ class Cleaner:
         ids = source_ids or self.sources.ids
         async with self.pool.connection() as conn, conn.transaction():
             claimed = [_Claimed(*row) for row in await claim_for_cleaning(conn, ids,
-                                                                           self.batch_size)]
+                                                                           self._claim_size())]
             if not claimed:
                 return stats
+            started = time.process_time()
             records, outcomes = await self._clean(claimed, stats)
+            self._learn_pace((time.process_time() - started) / len(claimed))
             if extracted is not None:
                 extracted.set()
             result: UpsertResult = await upsert(
@@ -112,6 +117,18 @@ class Cleaner:
         stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,
                                                          result.replaced)
         return stats
+
+    def _claim_size(self) -> int:
+        """Pages to claim: about ``BATCH_S`` of extraction at the pace measured so far
+        (at most ``batch_size``). Article pages take ~20 ms each, rule pages ~1 ms: a
+        fixed count would hold a slow source's pages in one process while another runs
+        dry at the end of a backlog, or pay a round trip per handful of fast pages."""
+        if self._page_s is None:
+            return min(self.batch_size, MIN_BATCH)
+        return min(self.batch_size, max(MIN_BATCH, round(BATCH_S / max(self._page_s, 1e-6))))
+
+    def _learn_pace(self, page_s: float) -> None:
+        self._page_s = page_s if self._page_s is None else 0.7 * self._page_s + 0.3 * page_s
 
     async def _clean(self, claimed: list[_Claimed],
                      stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None]]]:

@@ -193,3 +193,17 @@ async def test_two_cleaner_processes_clean_every_page_once(comps: Components, si
     assert all(len(v) == 1 for v in records.values())   # no record twice
     for spec in specs:
         assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99
+
+
+async def test_claims_are_sized_to_the_measured_pace(comps: Components, site) -> None:
+    """A claim holds about half a second of extraction: few slow (article) pages, many
+    fast (rule) pages, never more than the batch size."""
+    _, specs = site
+    cleaner = Cleaner(pool=comps.pool, redis=comps.redis, sources=sources_for(specs),
+                      batch_size=200)
+    assert cleaner._claim_size() == 10                  # nothing measured yet
+    cleaner._learn_pace(0.02)                           # 20 ms a page
+    assert cleaner._claim_size() == 25
+    for _ in range(20):
+        cleaner._learn_pace(0.0005)
+    assert cleaner._claim_size() == 200
