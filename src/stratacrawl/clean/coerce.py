@@ -16,6 +16,9 @@ from price_parser import Price
 
 _SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"[-+]?\d[\d,.\s']*")
+# Numbers no locale reads two ways: digits, or digits with one or two decimals after a
+# dot (``1.234`` is not one: price-parser reads it as 1234, a thousands separator).
+_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d{1,2})?")
 
 
 def text(value: Any, base_url: str = "") -> str | None:
@@ -33,6 +36,8 @@ def _number(value: Any) -> float | None:
     s = text(value)
     if s is None:
         return None
+    if _PLAIN_NUMBER.fullmatch(s):
+        return float(s)
     price = Price.fromstring(s)  # knows 1,234.50 from 1.234,50 and stray currency signs
     return float(price.amount) if price.amount is not None else None
 
