@@ -30,10 +30,15 @@ from stratacrawl.wiring import Components
 log = logging.getLogger(__name__)
 
 
-async def demote_safe(comps: Components, max_rounds: int | None = None) -> DemoteStats:
+END_FIRST_ROWS = 1000   # the end demotion's first round; then sized to the time left
+
+
+async def demote_safe(comps: Components, max_rounds: int | None = None,
+                      limit: int = 5000) -> DemoteStats:
     """Demotion that never stops a crawl: PostgreSQL or Elasticsearch away → try later."""
     try:
-        return await demote(comps.pool, comps.es, comps.runtime.layout, max_rounds=max_rounds)
+        return await demote(comps.pool, comps.es, comps.runtime.layout, limit=limit,
+                            max_rounds=max_rounds)
     except DB_DOWN as e:
         log.warning("crawl: demotion paused (%s)", e)
         return DemoteStats(error=str(e))
@@ -47,11 +52,18 @@ async def demote_at_end(comps: Components, budget_s: float | None = None) -> int
     it could report; at 60 s, a crawl of 36 k pages spent 16-22 s after its last page."""
     budget = comps.settings.end_demotion_s if budget_s is None else budget_s
     deadline = time.monotonic() + budget
-    total = 0
-    while time.monotonic() < deadline:
-        rows = (await demote_safe(comps, max_rounds=1)).rows
+    total, limit = 0, END_FIRST_ROWS
+    while (left := deadline - time.monotonic()) > 0:
+        started = time.monotonic()
+        rows = (await demote_safe(comps, max_rounds=1, limit=limit)).rows
         total += rows
-        if not rows:  # none left, another process demoting, or warm away
+        if rows < limit:  # none left, another process demoting, or warm away
+            break
+        # Each round is sized to what the time left allows at the pace just measured, so
+        # the last one does not run a whole 5,000-row round past the budget.
+        pace = rows / max(time.monotonic() - started, 1e-3)
+        limit = int(min(5000, pace * (left - (time.monotonic() - started)) * 0.8))
+        if limit < END_FIRST_ROWS // 4:
             break
     return total
 
