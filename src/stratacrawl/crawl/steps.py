@@ -53,7 +53,7 @@ async def demote_at_end(comps: Components, budget_s: float | None = None) -> int
     budget = comps.settings.end_demotion_s if budget_s is None else budget_s
     deadline = time.monotonic() + budget
     total, limit = 0, END_FIRST_ROWS
-    while (left := deadline - time.monotonic()) > 0:
+    while time.monotonic() < deadline:
         started = time.monotonic()
         rows = (await demote_safe(comps, max_rounds=1, limit=limit)).rows
         total += rows
@@ -61,8 +61,9 @@ async def demote_at_end(comps: Components, budget_s: float | None = None) -> int
             break
         # Each round is sized to what the time left allows at the pace just measured, so
         # the last one does not run a whole 5,000-row round past the budget.
-        pace = rows / max(time.monotonic() - started, 1e-3)
-        limit = int(min(5000, pace * (left - (time.monotonic() - started)) * 0.8))
+        now = time.monotonic()
+        pace = rows / max(now - started, 1e-3)
+        limit = int(min(5000, pace * (deadline - now) * 0.8))
         if limit < END_FIRST_ROWS // 4:
             break
     return total

@@ -188,9 +188,10 @@ class BloomFilter:
         """Each node's shards on one of its connections, all nodes at once. A shard whose
         slot moved (MOVED/ASK: not applied there) goes again through the cluster client,
         which follows the redirect and refreshes its slot map."""
+        cluster = as_cluster(self.redis)
         by_node: dict[Any, list[int]] = {}
         for i, (key, _) in enumerate(requests):
-            by_node.setdefault(as_cluster(self.redis).get_node_from_key(key), []).append(i)
+            by_node.setdefault(cluster.get_node_from_key(key), []).append(i)
         nodes = list(by_node)
         results = await asyncio.gather(*(
             self._send(node, [requests[i] for i in by_node[node]], pos, add, False)

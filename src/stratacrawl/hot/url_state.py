@@ -108,9 +108,10 @@ class HotURLState:
             await self._record(*_call(work[i:i + CALL_KEYS], stamp))
 
     async def _record_cluster(self, work: list[tuple[str, Fields | None]], stamp: str) -> None:
+        cluster = as_cluster(self.redis)
         slots: dict[int, list[tuple[str, Fields | None]]] = {}
         for item in work:  # re-references stay first within each slot's call
-            slots.setdefault(as_cluster(self.redis).keyslot(key(item[0])), []).append(item)
+            slots.setdefault(cluster.keyslot(key(item[0])), []).append(item)
         if not self._loaded:  # on every primary, before the first call
             await self.redis.script_load(self._record.script)
             self._loaded = True
