@@ -44,6 +44,24 @@ async def test_partition_helpers_create_day_partitions(rt: Runtime) -> None:
                 "VALUES ('2026-12-25 10:00+00', 'k2', 's', 'http://x/')")
 
 
+async def test_ensuring_a_partition_that_exists_waits_for_no_other_writer(rt: Runtime) -> None:
+    """Two cleaners land batches of one source at once: each ensures the record partition
+    in its landing transaction. When the partition exists, neither may wait for the
+    other's commit (the creators' lock is taken only when it may have to be created)."""
+    url = db.libpq_url(rt.database_url)
+    async with await psycopg.AsyncConnection.connect(url) as first, \
+            await psycopg.AsyncConnection.connect(url) as second:
+        for fn, args in (("sc_ensure_record_partition", "'news-2', '2026-11-29'"),
+                         ("sc_ensure_day_partition", "'staging', '2026-11-29'")):
+            await first.execute(f"SELECT {fn}({args})")      # created: lock held to commit
+            await first.commit()
+            await first.execute(f"SELECT {fn}({args})")      # first's transaction stays open
+            await second.execute("SET lock_timeout = '200ms'")
+            await second.execute(f"SELECT {fn}({args})")     # would time out behind first
+            await second.commit()
+            await first.commit()
+
+
 async def test_task_state_is_constrained(rt: Runtime) -> None:
     async with await psycopg.AsyncConnection.connect(db.libpq_url(rt.database_url),
                                                      autocommit=True) as conn:

@@ -46,6 +46,7 @@ from stratacrawl.urls import canonical_fingerprint, canonicalize
 log = logging.getLogger(__name__)
 BATCH_S = 0.5     # a claim is sized to about this much extraction
 MIN_BATCH = 10
+YIELD_S = 0.005   # extraction hands the event loop over at least this often
 
 
 @dataclass
@@ -143,7 +144,14 @@ class Cleaner:
         fresh: dict[str, str] = {}
         records: list[Record] = []
         outcomes: list[tuple[str, str | None]] = []
+        # Extraction is synchronous; between pages it lets the previous batch's landing
+        # (in flight on the same loop) send its next statement. Held back for a whole
+        # batch, that transaction would stay open — its locks held — for as long again.
+        handed_over = time.perf_counter()
         for c, key, hit in zip(claimed, keys, cached, strict=True):
+            if time.perf_counter() - handed_over > YIELD_S:
+                await asyncio.sleep(0)
+                handed_over = time.perf_counter()
             source = self.sources.get(c.source_id)
             s = stats.sources.setdefault(c.source_id, SourceCleanStats())
             s.pages += 1
