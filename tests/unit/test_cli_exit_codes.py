@@ -3,6 +3,8 @@ configuration, 3 a tier unreachable, 70 a crash, 130 interrupted."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import stratacrawl.cli as cli_module
@@ -49,7 +51,8 @@ def test_a_crash_exits_70_with_its_traceback_and_ctrl_c_130(
     def crash(**_: object) -> None:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(cli_module, "app", crash)
+    commands = importlib.import_module("stratacrawl.cli.app")
+    monkeypatch.setattr(commands, "app", crash)
     with pytest.raises(SystemExit) as exc:
         cli_module.main()
     assert exc.value.code == 70
@@ -59,7 +62,7 @@ def test_a_crash_exits_70_with_its_traceback_and_ctrl_c_130(
     def interrupted(**_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "app", interrupted)
+    monkeypatch.setattr(commands, "app", interrupted)
     with pytest.raises(SystemExit) as exc:
         cli_module.main()
     assert exc.value.code == 130

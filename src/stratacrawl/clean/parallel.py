@@ -1,11 +1,13 @@
-"""Cleaning on several cores: ``processes`` cleaner processes, each with its own
-PostgreSQL pool and Redis client, claiming staged pages by ``SKIP LOCKED`` as a single
-cleaner does — so they never clean the same page, and stopping one loses nothing (its
-open transaction rolls back and the pages are claimed again).
+"""Cleaning on several cores: cleaner processes, each with its own PostgreSQL pool and
+Redis client, claiming staged pages by ``SKIP LOCKED`` as a single cleaner does — so they
+never clean the same page, and stopping one loses nothing (its open transaction rolls
+back and the pages are claimed again).
 
 Extraction is CPU-bound Python (lexbor, trafilatura): one process cleans at one core's
 speed, and a busy crawler host needs the others. The processes are spawned (not forked:
-the parent holds an event loop and open sockets) and report their figures back.
+the parent holds an event loop and open sockets) and report their figures back. The
+calling process cleans too, as one of them: it starts at once, while the spawned ones
+spend their first second or two importing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+from collections.abc import Awaitable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -70,16 +73,18 @@ def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
     return uvloop.run(main())
 
 
-async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob) -> CleanStats:
-    """Run ``processes`` cleaner processes until each finds nothing left (or ``job``'s
-    time is up); their figures merged (``seconds``: the whole run's)."""
+async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob,
+                             here: Awaitable[CleanStats]) -> CleanStats:
+    """Run ``processes`` - 1 cleaner processes beside ``here`` (this process's own
+    cleaner, running ``job`` too) until each finds nothing left (or ``job``'s time is
+    up); their figures merged (``seconds``: the whole run's)."""
     loop = asyncio.get_running_loop()
     total = CleanStats()
     t0 = loop.time()
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as ex:
-        for stats in await asyncio.gather(*(loop.run_in_executor(ex, _clean_in_process,
-                                                                  target, job)
-                                            for _ in range(processes))):
+    spawned = processes - 1
+    with ProcessPoolExecutor(spawned, mp_context=multiprocessing.get_context("spawn")) as ex:
+        for stats in await asyncio.gather(here, *(loop.run_in_executor(
+                ex, _clean_in_process, target, job) for _ in range(spawned))):
             total.merge(stats)
     total.seconds = loop.time() - t0
     return total

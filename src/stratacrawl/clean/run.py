@@ -31,18 +31,19 @@ async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
                        source_ids: list[str] | None = None, batch_size: int = 200,
                        follow: bool = False, processes: int = 1,
                        target: CleanTarget | None = None) -> CleanReport:
-    """One cleaning run: clean what is staged (in this process, or with ``processes`` > 1
-    in that many cleaner processes connecting to ``target``), then look for format
-    anomalies."""
-    if processes > 1:
-        if target is None:
-            raise ValueError("cleaning in several processes needs their connections (target)")
+    """One cleaning run: clean what is staged (in this process, and with ``processes`` > 1
+    in as many more processes as that, less this one, connecting to ``target``), then look
+    for format anomalies."""
+    if processes > 1 and target is None:
+        raise ValueError("cleaning in several processes needs their connections (target)")
+    cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
+    here = cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
+    if processes > 1 and target is not None:
         stats = await clean_in_processes(target, processes, CleanJob(
             seconds=seconds, source_ids=tuple(source_ids) if source_ids else None,
-            follow=follow, batch_size=batch_size))
+            follow=follow, batch_size=batch_size), here)
     else:
-        cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
-        stats = await cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
+        stats = await here
     for sid, st in sorted(stats.sources.items()):
         if st.unknown_timezones:
             log.warning("%s: %d date(s) with a time-zone abbreviation not understood, read "

@@ -5,16 +5,20 @@ from __future__ import annotations
 import sys
 import traceback
 
-from stratacrawl.cli.app import app
-from stratacrawl.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, err
-
-__all__ = ["app", "main"]
+__all__ = ["main"]
 
 
 def main() -> None:
     """The console entry point: ``app`` with the exit-code convention kept for the errors
     no command handles — Ctrl-C exits 130, a crash (a bug) prints its traceback and exits
-    70, so a script can tell it from a failed check (1)."""
+    70, so a script can tell it from a failed check (1).
+
+    The commands are imported here, not with this module: a process spawned by a command
+    (a cleaner of ``clean --processes``) re-reads the console script, which imports only
+    this module; the commands and all they import would cost it ~2 s of CPU."""
+    from stratacrawl.cli.app import app
+    from stratacrawl.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, err
+
     try:
         app(prog_name="stratacrawl")
     except KeyboardInterrupt:
