@@ -1,5 +1,6 @@
 """Schema, index templates and clients against the real tiers."""
 
+import asyncio
 from datetime import UTC, datetime
 
 import psycopg
@@ -60,6 +61,24 @@ async def test_ensuring_a_partition_that_exists_waits_for_no_other_writer(rt: Ru
             await second.execute(f"SELECT {fn}({args})")     # would time out behind first
             await second.commit()
             await first.commit()
+
+
+async def test_two_writers_creating_one_partition_both_succeed(rt: Runtime) -> None:
+    """The second writer finds no partition, waits for the first writer's creation to
+    commit, and must then take the partition as made (not fail to create it again)."""
+    url = db.libpq_url(rt.database_url)
+    async with await psycopg.AsyncConnection.connect(url) as first, \
+            await psycopg.AsyncConnection.connect(url) as second:
+        for fn, args, made in (
+                ("sc_ensure_record_partition", "'news-3', '2026-11-28'", "records_news_3_20261128"),
+                ("sc_ensure_day_partition", "'staging', '2026-11-28'", "staging_20261128")):
+            await first.execute(f"SELECT {fn}({args})")   # creates; lock held to commit
+            waiting = asyncio.create_task(second.execute(f"SELECT {fn}({args})"))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()                     # behind the first's lock
+            await first.commit()
+            assert await (await waiting).fetchone() == (made,)
+            await second.commit()
 
 
 async def test_task_state_is_constrained(rt: Runtime) -> None:

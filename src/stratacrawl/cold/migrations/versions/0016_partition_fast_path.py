@@ -8,8 +8,9 @@ one process's landing waited for the other's whole remaining transaction (sample
 during a two-process run: a third of the cleaners' PostgreSQL time was spent waiting
 on it, and one process sat idle a third of the time). Now the function looks for the
 partition first and returns at once when it is there; only a writer that may have to
-create it takes the lock, then looks again (another writer may have created it while
-this one waited).
+create it takes the lock. Another writer may have created it while this one waited, and
+a second look would not see it (the catalog as this transaction last read it), so the
+creation itself tells: "already exists" means done.
 
 Revision ID: 0016
 Revises: 0015
@@ -25,12 +26,16 @@ CREATE OR REPLACE FUNCTION sc_ensure_day_partition(parent text, d date) RETURNS 
 LANGUAGE plpgsql AS $$
 DECLARE name text := parent || '_' || to_char(d, 'YYYYMMDD');
 BEGIN
-    {fast_path}
+    IF to_regclass(quote_ident(name)) IS NOT NULL THEN
+        RETURN name;
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtext(name));
-    IF to_regclass(quote_ident(name)) IS NULL THEN
+    BEGIN
         EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
                        name, parent, d::timestamptz, (d + 1)::timestamptz);
-    END IF;
+    EXCEPTION WHEN duplicate_table THEN
+        NULL;  -- created by a writer this one waited for
+    END;
     RETURN name;
 END $$;
 """
@@ -42,7 +47,48 @@ DECLARE
     src  text := 'records_' || replace(source, '-', '_');
     name text := src || '_' || to_char(d, 'YYYYMMDD');
 BEGIN
-    {fast_path}
+    IF to_regclass(quote_ident(name)) IS NOT NULL THEN
+        RETURN name;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtext(src));
+    BEGIN
+        EXECUTE format('CREATE TABLE %I PARTITION OF records FOR VALUES IN (%L)
+                        PARTITION BY RANGE (day)', src, source);
+    EXCEPTION WHEN duplicate_table THEN
+        NULL;  -- the source's partition exists
+    END;
+    BEGIN
+        EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                       name, src, d, d + 1);
+    EXCEPTION WHEN duplicate_table THEN
+        NULL;  -- created by a writer this one waited for
+    END;
+    RETURN name;
+END $$;
+"""
+
+# The functions as revision 0001 created them.
+_DAY_BEFORE = """
+CREATE OR REPLACE FUNCTION sc_ensure_day_partition(parent text, d date) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE name text := parent || '_' || to_char(d, 'YYYYMMDD');
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(name));
+    IF to_regclass(quote_ident(name)) IS NULL THEN
+        EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                       name, parent, d::timestamptz, (d + 1)::timestamptz);
+    END IF;
+    RETURN name;
+END $$;
+"""
+
+_RECORD_BEFORE = """
+CREATE OR REPLACE FUNCTION sc_ensure_record_partition(source text, d date) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    src  text := 'records_' || replace(source, '-', '_');
+    name text := src || '_' || to_char(d, 'YYYYMMDD');
+BEGIN
     PERFORM pg_advisory_xact_lock(hashtext(src));
     IF to_regclass(quote_ident(src)) IS NULL THEN
         EXECUTE format('CREATE TABLE %I PARTITION OF records FOR VALUES IN (%L)
@@ -56,14 +102,12 @@ BEGIN
 END $$;
 """
 
-_FAST_PATH = "IF to_regclass(quote_ident(name)) IS NOT NULL THEN RETURN name; END IF;"
-
 
 def upgrade() -> None:
-    op.execute(_DAY.format(fast_path=_FAST_PATH))
-    op.execute(_RECORD.format(fast_path=_FAST_PATH))
+    op.execute(_DAY)
+    op.execute(_RECORD)
 
 
 def downgrade() -> None:
-    op.execute(_DAY.format(fast_path=""))
-    op.execute(_RECORD.format(fast_path=""))
+    op.execute(_DAY_BEFORE)
+    op.execute(_RECORD_BEFORE)
