@@ -28,7 +28,13 @@ from bench.figure import Figure
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.clean.run import clean_staged
-from stratacrawl.cold.staging import COLUMNS, TYPES, ensure_partitions, make_row
+from stratacrawl.cold.staging import (
+    COLUMNS,
+    TYPES,
+    copy_encoded_json,
+    ensure_partitions,
+    make_row,
+)
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
@@ -45,15 +51,18 @@ async def _stage(c: Any, source_id: str, pages: list[tuple[str, bytes]]) -> None
     now = datetime.now(UTC)
     async with c.pool.connection() as conn, conn.transaction():
         await ensure_partitions(conn, {now.date().isoformat()})
-        async with conn.cursor() as cur, cur.copy(
-                f"COPY staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(list(TYPES))
-            for i, (url, body) in enumerate(pages):
-                await copy.write_row(make_row(
-                    fetched_at=now, fetch_key=f"bench:{source_id}:{i}", source_id=source_id,
-                    task_id=i, attempt=1, url=url, final_url=url, status=200, headers={},
-                    content_type="text/html; charset=utf-8", body=body, elapsed_ms=1.0,
-                    trace_id="bench", worker="bench", kind="item", success=True))
+        async with conn.cursor() as cur:
+            copy_encoded_json(cur)
+            async with cur.copy(f"COPY staging ({', '.join(COLUMNS)}) FROM STDIN "
+                                "(FORMAT BINARY)") as copy:
+                copy.set_types(list(TYPES))
+                for i, (url, body) in enumerate(pages):
+                    await copy.write_row(make_row(
+                        fetched_at=now, fetch_key=f"bench:{source_id}:{i}",
+                        source_id=source_id, task_id=i, attempt=1, url=url, final_url=url,
+                        status=200, headers={}, content_type="text/html; charset=utf-8",
+                        body=body, elapsed_ms=1.0,
+                        trace_id="bench", worker="bench", kind="item", success=True))
 
 
 async def _clean(sources: SourcesFile, source_id: str, pages: list[tuple[str, bytes]]

@@ -29,7 +29,14 @@ from bench.figure import Figure
 from bench.load import aiohttp_ceiling
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
-from stratacrawl.cold.staging import COLUMNS, TYPES, StagedFetch, ensure_partitions, make_row
+from stratacrawl.cold.staging import (
+    COLUMNS,
+    TYPES,
+    StagedFetch,
+    copy_encoded_json,
+    ensure_partitions,
+    make_row,
+)
 from stratacrawl.cold.tasks import NewTask, TaskState
 from stratacrawl.crawl import CrawlReport, crawl, spool_for
 from stratacrawl.loadtest.processes import ChildProcess
@@ -128,12 +135,14 @@ async def _staging(rt: Any, n: int) -> tuple[float, float]:
         async with c.pool.connection() as conn:
             await conn.execute("CREATE TABLE staging_copy (LIKE staging INCLUDING DEFAULTS)")
             t0 = time.perf_counter()
-            async with conn.cursor() as cur, cur.copy(
-                    f"COPY staging_copy ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as cp:
-                cp.set_types(list(TYPES))
-                for item in items:
-                    if item.row is not None:
-                        await cp.write_row(item.row)
+            async with conn.cursor() as cur:
+                copy_encoded_json(cur)
+                async with cur.copy(f"COPY staging_copy ({', '.join(COLUMNS)}) FROM STDIN "
+                                    "(FORMAT BINARY)") as cp:
+                    cp.set_types(list(TYPES))
+                    for item in items:
+                        if item.row is not None:
+                            await cp.write_row(item.row)
             plain = n / (time.perf_counter() - t0)
         return ours, plain
 

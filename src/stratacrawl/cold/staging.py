@@ -14,7 +14,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 import zstandard
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.types.json import set_json_dumps
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import HELD_BY, OUTCOME_ASSIGNMENTS
@@ -45,6 +46,20 @@ class StagedFetch:
     status: int | None = None
     body_bytes: int = 0
     canonical_url: str | None = None     # the page's <link rel=canonical>, absolute
+
+
+def copy_encoded_json(cursor: AsyncCursor[Any]) -> None:
+    """A row carries its ``headers`` as JSON text, encoded once when the row is made (the
+    spool keeps the row as is): on ``cursor``, a jsonb column of a COPY takes that text
+    unchanged. psycopg would otherwise encode the text again, storing a JSON string
+    instead of the headers object."""
+    set_json_dumps(_as_encoded, cursor)
+
+
+def _as_encoded(text: Any) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"a staging row's headers are JSON text, not {type(text).__name__}")
+    return text
 
 
 def to_discover(success: bool, kind: str, body: bytes, same_as_last: bool) -> bool:
@@ -142,6 +157,7 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
         return 0
     await conn.execute(_LANDING_DDL)
     async with conn.cursor() as cur:
+        copy_encoded_json(cur)
         async with cur.copy(f"COPY landing ({', '.join(LANDING_COLUMNS)}) FROM STDIN "
                             "(FORMAT BINARY)") as copy:
             copy.set_types(list(LANDING_TYPES))

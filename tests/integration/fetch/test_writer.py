@@ -30,7 +30,8 @@ async def _claimed(comps: Components, n: int, owner: str) -> list[StagedFetch]:
     now = datetime.now(UTC)
     return [StagedFetch(
         row=make_row(fetched_at=now, fetch_key=f"{t.id}:1:x", source_id="s1", task_id=t.id,
-                     attempt=1, url=t.url, final_url=t.url, status=200, headers={},
+                     attempt=1, url=t.url, final_url=t.url, status=200,
+                     headers={"content-type": "text/html", "etag": '"v1"'},
                      content_type="text/html", body=b"<html>hi</html>", elapsed_ms=1.0,
                      trace_id="x", worker=owner, kind="item", success=True),
         outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
@@ -59,6 +60,10 @@ async def test_parallel_flushes_land_each_row_once(comps: Components, tmp_path: 
         assert await cur.fetchone() == (2400, 2400)
         cur = await conn.execute("SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL")
         assert (await cur.fetchone())[0] == 2400
+        cur = await conn.execute(    # headers land as the object, queryable by name
+            "SELECT DISTINCT jsonb_typeof(headers), headers->>'content-type', "
+            "headers->>'etag' FROM staging")
+        assert await cur.fetchall() == [("object", "text/html", '"v1"')]
     assert (await comps.ledger.counts())["s1"] == {"SUCCEEDED": 2400}
     assert await comps.hot_queue.in_flight("s1") == 0    # leases acknowledged after commit
 
