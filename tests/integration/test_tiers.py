@@ -137,3 +137,27 @@ async def test_a_schema_behind_the_head_is_migrated(rt: Runtime) -> None:
     assert db.current_revision(url) == db.head_revision()
     with psycopg.connect(db.libpq_url(url)) as conn:
         assert conn.execute("SELECT to_regclass('task_keys')").fetchone() == ("task_keys",)
+
+
+async def test_headers_stored_as_json_strings_become_objects(rt: Runtime) -> None:
+    """Rows written before revision 0017 hold their headers as a JSON string; upgrading
+    turns them into the object, and leaves an object as it is."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = rt.database_url
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    cfg.attributes["url"] = db.sqlalchemy_url(url)
+    command.downgrade(cfg, "0016")
+    with psycopg.connect(db.libpq_url(url), autocommit=True) as conn:
+        conn.execute("SELECT sc_ensure_day_partition('staging', '2026-11-27')")
+        conn.execute("INSERT INTO staging (fetched_at, fetch_key, source_id, url, headers) "
+                     "VALUES ('2026-11-27 10:00+00', 'old', 's', 'http://x/', "
+                     "to_jsonb('{\"etag\": \"\\\"v1\\\"\"}'::text)), "
+                     "('2026-11-27 10:00+00', 'new', 's', 'http://x/', '{\"etag\": \"v2\"}')")
+    await rt.prepare()
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        got = conn.execute("SELECT fetch_key, jsonb_typeof(headers), headers->>'etag' "
+                           "FROM staging ORDER BY fetch_key").fetchall()
+    assert got == [("new", "object", "v2"), ("old", "object", '"v1"')]
