@@ -169,7 +169,8 @@ class StagingWriter:
         flush slots instead of landing in one long transaction."""
         batch = self._buffer[:self.flush_rows]
         del self._buffer[:self.flush_rows]
-        self._lists = sum(1 for _, i in self._buffer if _is_list(i))
+        if self._lists:   # recounted only when some were buffered (a count per take is O(buffer))
+            self._lists = sum(1 for _, i in self._buffer if _is_list(i))
         self._in_flight += len(batch)
         self._last_flush = time.monotonic()
         return batch
@@ -218,7 +219,7 @@ class StagingWriter:
                 self._space.set()
 
     async def _commit(self, items: Sequence[StagedFetch], *, idempotent: bool) -> int:
-        days = {i.fetched_at.date().isoformat() for i in items} - self._partitions
+        days = {d.isoformat() for d in {i.fetched_at.date() for i in items}} - self._partitions
         async with self.pool.connection(timeout=10) as conn:
             if days:  # own short transaction: partition DDL must not wait behind COPY
                 await ensure_partitions(conn, days)
