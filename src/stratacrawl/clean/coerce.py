@@ -15,7 +15,6 @@ from dateutil import tz
 from price_parser import Price
 
 _SPACE = re.compile(r"\s+")
-_NUMBER = re.compile(r"[-+]?\d[\d,.\s']*")
 # Numbers no locale reads two ways: digits, or digits with one or two decimals after a
 # dot (``1.234`` is not one: price-parser reads it as 1234, a thousands separator).
 _PLAIN_NUMBER = re.compile(r"\d+(?:\.\d{1,2})?")
