@@ -31,9 +31,9 @@ async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
                        source_ids: list[str] | None = None, batch_size: int = 200,
                        follow: bool = False, processes: int = 1,
                        target: CleanTarget | None = None) -> CleanReport:
-    """One cleaning run: clean what is staged (in this process, and with ``processes`` > 1
-    in as many more processes as that, less this one, connecting to ``target``), then look
-    for format anomalies."""
+    """One cleaning run: clean what is staged (in this process, and with ``processes`` =
+    N > 1 in N - 1 more processes connecting to ``target``), then look for format
+    anomalies."""
     if processes > 1 and target is None:
         raise ValueError("cleaning in several processes needs their connections (target)")
     cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
