@@ -76,9 +76,9 @@ async def test_a_broken_source_goes_pending_then_firing_in_prometheus(
             deadline = time.monotonic() + 60
             async with httpx.AsyncClient(timeout=5) as client:
                 while time.monotonic() < deadline and "firing" not in states:
-                    with contextlib.suppress(httpx.HTTPError):
-                        alerts = (await client.get(f"{api}/api/v1/alerts")).json()["data"][
-                            "alerts"]
+                    with contextlib.suppress(httpx.HTTPError):  # not up yet: 503, refused
+                        resp = (await client.get(f"{api}/api/v1/alerts")).raise_for_status()
+                        alerts = resp.json()["data"]["alerts"]
                         for a in alerts:
                             if a["labels"]["alertname"] == "StratacrawlSuccessRateP1":
                                 assert a["labels"]["source"] == bad.id, a
