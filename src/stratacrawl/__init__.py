@@ -23,7 +23,6 @@ class _ElasticsearchWithoutPyarrow(importlib.abc.MetaPathFinder, importlib.abc.L
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
         if name != "elasticsearch":
             return None
-        sys.meta_path.remove(self)        # once: find the real package
         spec = importlib.machinery.PathFinder.find_spec(name)
         if spec is None or spec.loader is None or "pyarrow" in sys.modules:
             return spec
@@ -37,6 +36,8 @@ class _ElasticsearchWithoutPyarrow(importlib.abc.MetaPathFinder, importlib.abc.L
 
     def exec_module(self, module: ModuleType) -> None:
         assert self._loader is not None
+        if self in sys.meta_path:     # once: elasticsearch is loaded for this process
+            sys.meta_path.remove(self)
         sys.modules["pyarrow"] = None  # type: ignore[assignment]  # import now raises ImportError
         try:
             self._loader.exec_module(module)
