@@ -31,7 +31,7 @@ from stratacrawl.clean.coerce import take_unknown_timezones
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import record_fingerprint
 from stratacrawl.clean.stats import CleanStats, SourceCleanStats
-from stratacrawl.cold.records import Record, UpsertResult, upsert
+from stratacrawl.cold.records import Record, UpsertResult, ensure_partitions, upsert
 from stratacrawl.cold.staging import (
     claim_for_cleaning,
     mark_cleaned,
@@ -79,6 +79,7 @@ class Cleaner:
                                                  digest_size=8).hexdigest()
                            for s in sources.sources}
         self._zstd = zstandard.ZstdDecompressor()
+        self._partitions: set[tuple[str, date]] = set()   # record partitions known to exist
 
     # -- one page ---------------------------------------------------------------------------
     def extract(self, source: Source, page: Page) -> list[Extracted]:
@@ -109,6 +110,10 @@ class Cleaner:
             started = time.process_time()
             records, outcomes = await self._clean(claimed, stats)
             self._learn_pace((time.process_time() - started) / len(claimed))
+            new = {(r.source_id, r.day) for r in records} - self._partitions
+            if new:   # on connections of their own, outside this transaction
+                await ensure_partitions(self.pool, new)
+                self._partitions |= new
             if extracted is not None:
                 extracted.set()
             result: UpsertResult = await upsert(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -49,10 +49,22 @@ class UpsertResult:
     replaced: int = 0       # records of re-cleaned pages that their new extraction superseded
 
 
+async def ensure_partitions(pool: AsyncConnectionPool,
+                            keys: Iterable[tuple[str, date]]) -> None:
+    """Create the record partitions of these (source, day) pairs that do not exist yet,
+    each in a short transaction of its own. Never inside a landing transaction: creating
+    a partition locks ``records`` whole, and a landing that already holds a lock on it
+    (its inserts) while waiting for another's partition lock deadlocks with that one."""
+    for source_id, day in sorted(set(keys)):
+        async with pool.connection() as conn:
+            await conn.execute("SELECT sc_ensure_record_partition(%s, %s)", (source_id, day))
+
+
 async def upsert(conn: AsyncConnection, records: Sequence[Record],
                  recleaned: Sequence[int] = ()) -> UpsertResult:
     """Land ``records`` in one transaction (the caller's); ``recleaned`` are staging ids seen
-    before, whose earlier records go unless the new extraction produced them again."""
+    before, whose earlier records go unless the new extraction produced them again. Their
+    partitions must exist (:func:`ensure_partitions`)."""
     result = UpsertResult()
     await conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS clean_batch (source_id text, day date, fingerprint text, "
@@ -73,8 +85,6 @@ async def upsert(conn: AsyncConnection, records: Sequence[Record],
         result.replaced = cur.rowcount
     if not records:
         return result
-    for source_id, day in sorted({(r.source_id, r.day) for r in records}):
-        await conn.execute("SELECT sc_ensure_record_partition(%s, %s)", (source_id, day))
     cur = await conn.execute(  # new keys = new records (partitioned tables hide xmax)
         "INSERT INTO record_keys (fingerprint, source_id, day) "
         "SELECT DISTINCT ON (fingerprint) fingerprint, source_id, day FROM clean_batch "

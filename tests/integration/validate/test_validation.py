@@ -13,7 +13,7 @@ import pytest
 
 from stratacrawl.clean.records import record_fingerprint
 from stratacrawl.cold.alerts import open_alerts
-from stratacrawl.cold.records import Record, upsert
+from stratacrawl.cold.records import Record, ensure_partitions, upsert
 from stratacrawl.sources import Source, parse_sources
 from stratacrawl.validate.runner import VALIDATION_FAILED, SuiteResult, Validator
 from stratacrawl.wiring import Components
@@ -51,6 +51,7 @@ async def land(comps: Components, src: Source, n: int, *, day: date = TODAY,
         url = f"http://shop.test/p/{k}"
         records.append(Record(src.id, day, record_fingerprint(src.id, url, fields), url, url,
                               f"h{k}", i, None, None, seen, fields))
+    await ensure_partitions(comps.pool, {(r.source_id, r.day) for r in records})
     async with comps.pool.connection() as conn, conn.transaction():
         await upsert(conn, records)
         await conn.execute("UPDATE records SET created_at = %s WHERE day = %s", (seen, day))
