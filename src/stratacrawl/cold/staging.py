@@ -90,32 +90,38 @@ async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
         await conn.execute("SELECT sc_ensure_day_partition('staging', %s::date)", (day,))
 
 
-# What one flush lands, one row per fetch: the staging row's columns (NULL where the fetch
-# has no response to stage), its ledger outcome (``o_*``) and its URL state.
-LANDING_COLUMNS = (*COLUMNS, "staged", "o_task", "o_state", "o_status", "o_error", "o_due",
-                   "o_recrawl", "o_changed", "url_hash", "succeeded", "l_at", "l_status",
-                   "l_length", "etag", "last_modified", "content_hash", "canonical_url")
-LANDING_TYPES = (*TYPES, "bool", "int8", "text", "int4", "text", "timestamptz", "float4",
-                 "bool", "text", "bool", "timestamptz", "int4", "int4", "text", "text", "text",
-                 "text")
-_LANDING_DDL = (
-    "CREATE TEMP TABLE IF NOT EXISTS landing ("
-    + ", ".join(f"{c} {t}" for c, t in zip(LANDING_COLUMNS, LANDING_TYPES, strict=True))
-    + ") ON COMMIT DELETE ROWS")
-_NO_ROW = (None,) * len(COLUMNS)
+# What one flush lands besides the pages, one row per fetch: the staging row's key (NULL
+# where the fetch has no response to stage), its ledger outcome (``o_*``) and its URL state.
+LANDING_COLUMNS = ("fetched_at", "fetch_key", "o_task", "o_state", "o_status", "o_error",
+                   "o_due", "o_recrawl", "o_changed", "url_hash", "succeeded", "l_at",
+                   "l_status", "l_length", "etag", "last_modified", "content_hash",
+                   "canonical_url")
+LANDING_TYPES = ("timestamptz", "text", "int8", "text", "int4", "text", "timestamptz",
+                 "float4", "bool", "text", "bool", "timestamptz", "int4", "int4", "text",
+                 "text", "text", "text")
+
+
+def _temp_table(name: str, columns: Sequence[str], types: Sequence[str]) -> str:
+    return (f"CREATE TEMP TABLE IF NOT EXISTS {name} ("
+            + ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True))
+            + ") ON COMMIT DELETE ROWS")
+
+
+_LANDING_DDL = _temp_table("landing", LANDING_COLUMNS, LANDING_TYPES)
+_REPLAYED_DDL = _temp_table("replayed", COLUMNS, TYPES)
 _COLS = ", ".join(COLUMNS)
-# One statement applies a flush: the outcomes of the tasks ``owner`` still holds (``held``),
-# then only their pages into staging and their URL state, queued for warm in the outbox
-# (no index covers the URL-state columns written here, so the update is HOT: migration
-# 0013). Rows are joined in key order, the one lock order of every writer.
+# One statement applies a flush's outcomes to the tasks ``owner`` still holds (``held``)
+# and updates only their URL state, queued for warm in the outbox (no index covers the
+# URL-state columns written here, so the update is HOT: migration 0013). It returns the
+# pages staged, and the staging keys of the pages whose task ``owner`` no longer holds
+# (the caller deletes those rows again). Rows are joined in key order, the one lock order of every writer.
 _LAND = (
     f"WITH held AS (UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} FROM (SELECT o_task AS id, "
     "o_state AS state, o_status AS status, o_error AS error, o_due AS due_at, "
     "o_recrawl AS recrawl_s, o_changed AS changed FROM landing ORDER BY o_task) o "
     f"WHERE t.id = o.id AND {HELD_BY} RETURNING t.id), "
     "kept AS (SELECT l.* FROM landing l JOIN held h ON h.id = l.o_task), "
-    f"staged AS (INSERT INTO staging ({_COLS}) SELECT {_COLS} FROM kept WHERE staged "
-    "{conflict}RETURNING 1), "
+    "{staged}"
     "fetched AS (UPDATE url_state u SET last_crawled = v.l_at, http_status = v.l_status, "
     "etag = COALESCE(v.etag, u.etag), last_modified = COALESCE(v.last_modified, "
     "u.last_modified), content_hash = COALESCE(v.content_hash, u.content_hash), "
@@ -124,48 +130,80 @@ _LAND = (
     "ELSE v.canonical_url END FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
     "WHERE u.url_hash = v.url_hash RETURNING u.url_hash, u.source_id), "
     "queued AS (INSERT INTO warm_outbox (url_hash, source_id) SELECT url_hash, source_id "
-    "FROM fetched) "
-    "SELECT (SELECT count(*) FROM staged), ARRAY(SELECT url_hash FROM kept "
-    "WHERE NOT succeeded ORDER BY url_hash)")
-_LAND_SQL = {False: _LAND.format(conflict=""),
-             True: _LAND.format(conflict="ON CONFLICT (fetch_key, fetched_at) DO NOTHING ")}
+    "FROM fetched), "
+    "lost AS (SELECT fetch_key, fetched_at FROM landing l WHERE fetch_key IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = l.o_task)) "
+    "SELECT {count}, ARRAY(SELECT url_hash FROM kept WHERE NOT succeeded ORDER BY url_hash), "
+    "ARRAY(SELECT fetch_key FROM lost), ARRAY(SELECT fetched_at FROM lost)")
+# The pages went straight into staging by COPY (a bulk insert: a flush's ~1,000 pages in a
+# few dozen heap writes, not one insert a row through a second table) ...
+_LAND_COPIED = _LAND.format(staged="", count="(SELECT count(*) FROM landing "
+                            "WHERE fetch_key IS NOT NULL)")
+# ... or, replaying (spool, unknown commit outcome), through ``replayed``: only the held
+# tasks' pages, each once.
+_LAND_REPLAYED = _LAND.format(
+    staged=f"staged AS (INSERT INTO staging ({_COLS}) SELECT {', '.join(f'r.{c}' for c in COLUMNS)} "
+    "FROM replayed r JOIN kept k ON k.fetch_key = r.fetch_key AND k.fetched_at = r.fetched_at "
+    "ON CONFLICT (fetch_key, fetched_at) DO NOTHING RETURNING 1), ",
+    count="(SELECT count(*) FROM staged)")
 
 
 def _landing_row(i: StagedFetch) -> tuple[Any, ...]:
     task_id, state, status, error, due_at, recrawl_s, changed = (*i.outcome, None, None)[:7]
-    return (*(i.row if i.row is not None else _NO_ROW), i.row is not None, task_id,
-            str(_STATES[state]), status, error, due_at, recrawl_s, changed,
+    at, key = (i.row[0], i.row[1]) if i.row is not None else (None, None)
+    return (at, key, task_id, str(_STATES[state]), status, error, due_at, recrawl_s, changed,
             i.url_hash, i.succeeded, i.fetched_at, i.status, i.body_bytes or None, i.etag,
             i.last_modified, i.content_hash, i.canonical_url)
+
+
+async def _copy(cur: AsyncCursor[Any], table: str, columns: Sequence[str],
+                types: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+    async with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN "
+                        "(FORMAT BINARY)") as copy:
+        copy.set_types(list(types))
+        for row in rows:
+            await copy.write_row(row)
 
 
 async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
                *, idempotent: bool) -> int:
     """Apply the outcomes, land the rows and update URL state (queued for warm), in the
-    caller's transaction; returns the rows inserted.
+    caller's transaction; returns the rows staged.
 
     Only fetches whose task ``owner`` still holds land: a fetch whose lease was reclaimed
     — its worker stalled for a whole lease time, and the task is queued or leased again —
-    is dropped, so staging never holds a task's page twice. ``idempotent`` (spool replays,
-    unknown commit outcomes): ``ON CONFLICT (fetch_key, fetched_at) DO NOTHING``.
+    is dropped, so staging never holds a task's page twice. The pages are copied into
+    staging first and the dropped ones deleted again (rare: it takes a stall of a whole
+    lease time). ``idempotent`` (spool replays, unknown commit outcomes): the pages go
+    through a session-local table instead, with ``ON CONFLICT (fetch_key, fetched_at) DO
+    NOTHING``, and only the held tasks' pages are inserted (a row of the same key may
+    be the one an earlier, committed attempt landed).
 
-    The flush goes to the server as one binary COPY into a session-local table and one
-    statement: sending the outcomes and URL state as arrays cost the client ~3x as much
-    (psycopg dumps list parameters element by element in Python).
+    Everything goes to the server as binary COPYs and one statement: sending the outcomes
+    and URL state as arrays cost the client ~3x as much (psycopg dumps list parameters
+    element by element in Python).
     """
     if not items:
         return 0
+    rows = [i.row for i in items if i.row is not None]
     await conn.execute(_LANDING_DDL)
+    if idempotent:
+        await conn.execute(_REPLAYED_DDL)
     async with conn.cursor() as cur:
         copy_encoded_json(cur)
-        async with cur.copy(f"COPY landing ({', '.join(LANDING_COLUMNS)}) FROM STDIN "
-                            "(FORMAT BINARY)") as copy:
-            copy.set_types(list(LANDING_TYPES))
-            for item in items:
-                await copy.write_row(_landing_row(item))
-        await cur.execute(_LAND_SQL[idempotent], (owner,))
+        if rows:
+            await _copy(cur, "replayed" if idempotent else "staging", COLUMNS, TYPES, rows)
+        await _copy(cur, "landing", LANDING_COLUMNS, LANDING_TYPES,
+                    [_landing_row(i) for i in items])
+        await cur.execute(_LAND_REPLAYED if idempotent else _LAND_COPIED, (owner,))
         row = await cur.fetchone()
-    inserted, failed = (int(row[0]), list(row[1])) if row else (0, [])
+    inserted, failed, keys, ats = (int(row[0]), list(row[1]), list(row[2]), list(row[3])) \
+        if row else (0, [], [], [])
+    if keys and not idempotent:
+        cur = await conn.execute(
+            "DELETE FROM staging WHERE (fetch_key, fetched_at) IN "
+            "(SELECT unnest(%b::text[]), unnest(%b::timestamptz[]))", (keys, ats))
+        inserted -= cur.rowcount
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
                            "WHERE url_hash = ANY(%b)", (failed,))

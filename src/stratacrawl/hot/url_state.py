@@ -57,8 +57,35 @@ def _decode(values: Sequence[bytes | str | None]) -> HotURL | None:
 _SEP = "\x1f"
 
 
-def _call(chunk: Sequence[tuple[str, Fields | None]], stamp: str) -> tuple[list[str], list]:
-    """KEYS and ARGV of one ``url_state.lua`` call (re-references, ``None``, first)."""
+def _pack(fields: Fields) -> str:
+    return _SEP.join(f"{k}{_SEP}{str(v).replace(_SEP, '')}"
+                     for k, v in fields.items() if v is not None)
+
+
+def _pack_fetched(last_crawled: float, etag: str | None, last_modified: str | None,
+                  content_hash: str | None, status: int | None) -> str:
+    """``_pack`` of a fetch's fields, without a mapping per URL (a flush writes 1,000)."""
+    out = f"lc{_SEP}{last_crawled}"
+    if etag is not None:
+        out += f"{_SEP}et{_SEP}{etag.replace(_SEP, '')}"
+    if last_modified is not None:
+        out += f"{_SEP}lm{_SEP}{last_modified.replace(_SEP, '')}"
+    if content_hash is not None:
+        out += f"{_SEP}ch{_SEP}{content_hash}"
+    if status is not None:
+        out += f"{_SEP}st{_SEP}{status}"
+    return out
+
+
+# A fetch's hot state: (fingerprint, last crawled in epoch seconds, ETag, Last-Modified,
+# content fingerprint, HTTP status).
+Fetched = tuple[str, float, str | None, str | None, str | None, int | None]
+
+
+def _call(chunk: Sequence[tuple[str, Fields | str | None]], stamp: str
+          ) -> tuple[list[str], list]:
+    """KEYS and ARGV of one ``url_state.lua`` call (re-references, ``None``, first;
+    written fields as a mapping, or packed already)."""
     keys: list[str] = []
     args: list = [0, stamp]
     for fp, fields in chunk:
@@ -66,8 +93,7 @@ def _call(chunk: Sequence[tuple[str, Fields | None]], stamp: str) -> tuple[list[
         if fields is None:
             args[0] += 1
             continue
-        args.append(_SEP.join(f"{k}{_SEP}{str(v).replace(_SEP, '')}"
-                              for k, v in fields.items() if v is not None))
+        args.append(fields if isinstance(fields, str) else _pack(fields))
     return keys, args
 
 
@@ -91,7 +117,7 @@ class HotURLState:
         return [_decode(r) for r in rows]
 
     async def record(self, touched: Sequence[str],
-                     entries: Mapping[str, Fields], now: float | None = None) -> None:
+                     entries: Mapping[str, Fields | str], now: float | None = None) -> None:
         """Re-references of ``touched`` (one more hit, accessed now) and promotions or
         updates of ``entries`` (fields as in ``FIELDS``; ``None`` skipped): one script call
         per ``CALL_KEYS`` URLs on a single Redis; on a cluster, where a script may only
@@ -99,7 +125,7 @@ class HotURLState:
         if not touched and not entries:
             return
         stamp = f"{now or time.time():.3f}"
-        work: list[tuple[str, Fields | None]] = [(fp, None) for fp in touched]
+        work: list[tuple[str, Fields | str | None]] = [(fp, None) for fp in touched]
         work += entries.items()
         if is_cluster(self.redis):
             await self._record_cluster(work, stamp)
@@ -107,9 +133,10 @@ class HotURLState:
         for i in range(0, len(work), CALL_KEYS):
             await self._record(*_call(work[i:i + CALL_KEYS], stamp))
 
-    async def _record_cluster(self, work: list[tuple[str, Fields | None]], stamp: str) -> None:
+    async def _record_cluster(self, work: list[tuple[str, Fields | str | None]],
+                              stamp: str) -> None:
         cluster = as_cluster(self.redis)
-        slots: dict[int, list[tuple[str, Fields | None]]] = {}
+        slots: dict[int, list[tuple[str, Fields | str | None]]] = {}
         for item in work:  # re-references stay first within each slot's call
             slots.setdefault(cluster.keyslot(key(item[0])), []).append(item)
         if not self._loaded:  # on every primary, before the first call
@@ -134,3 +161,7 @@ class HotURLState:
 
     async def put_many(self, entries: Mapping[str, Fields]) -> None:
         await self.record([], entries)
+
+    async def put_fetched(self, fetched: Sequence[Fetched]) -> None:
+        """The state of just-fetched URLs (a staging flush's, after its commit)."""
+        await self.record([], {f[0]: _pack_fetched(*f[1:]) for f in fetched})

@@ -237,16 +237,13 @@ class StagingWriter:
 
     async def _after_commit(self, batch: list[tuple[str, StagedFetch]]) -> None:
         by_source: dict[str, list[int]] = {}
-        hot: dict[str, dict[str, str | int | float | None]] = {}
         for source_id, item in batch:
             by_source.setdefault(source_id, []).append(item.outcome[0])
-            if item.succeeded:
-                hot[item.url_hash] = {"lc": item.fetched_at.timestamp(), "et": item.etag,
-                                      "lm": item.last_modified, "ch": item.content_hash,
-                                      "st": item.status}
+        fetched = [(i.url_hash, i.fetched_at.timestamp(), i.etag, i.last_modified,
+                    i.content_hash, i.status) for _, i in batch if i.succeeded]
         try:
             for source_id, ids in by_source.items():
                 await self.frontier.finished(source_id, ids, self.owner)
-            await self.hot_urls.put_many(hot)
+            await self.hot_urls.put_fetched(fetched)
         except Exception as e:  # the hot tier is a cache: the commit above is what counts
             log.warning("staging: hot tier update failed after commit: %s", e)

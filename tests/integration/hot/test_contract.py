@@ -65,6 +65,25 @@ async def test_url_state_of_a_batch(hot_comps: Components) -> None:
     if per_node is not None:
         assert len(per_node) == 3 and min(per_node) > 500 and sum(per_node) == 2500
 
+async def test_fetched_url_state_packed_without_a_mapping(hot_comps: Components) -> None:
+    """A staging flush's URLs: absent validators are left as they were, a validator
+    holding the unit separator (the fields' delimiter) keeps the rest of its text."""
+    hot = hot_comps.hot_urls
+    fps = fingerprints(1200, seed=9)
+    await hot.record([], {fp: {"et": '"old"', "lm": "Mon, 01 Dec 2026 00:00:00 GMT"}
+                          for fp in fps})
+    await hot.put_fetched([(fp, 1764650000.25, None if i % 2 else 'W/"a\x1fb"', None,
+                            f"{i:032x}", 200 if i % 3 else None)
+                           for i, fp in enumerate(fps)])
+    got = await hot.get_many(fps)
+    assert [g.last_crawled if g else None for g in got] == [1764650000.25] * len(fps)
+    assert [g.etag for g in got if g] == ['W/"ab"' if i % 2 == 0 else '"old"'
+                                          for i in range(len(fps))]
+    assert {g.last_modified for g in got if g} == {"Mon, 01 Dec 2026 00:00:00 GMT"}
+    assert [g.content_hash for g in got if g] == [f"{i:032x}" for i in range(len(fps))]
+    assert [g.status for g in got if g] == [200 if i % 3 else None for i in range(len(fps))]
+
+
 
 async def test_url_state_script_loaded_again_on_a_server_that_lost_it(
         hot_comps: Components) -> None:
