@@ -114,7 +114,8 @@ _COLS = ", ".join(COLUMNS)
 # and updates only their URL state, queued for warm in the outbox (no index covers the
 # URL-state columns written here, so the update is HOT: migration 0013). It returns the
 # pages staged, and the staging keys of the pages whose task ``owner`` no longer holds
-# (the caller deletes those rows again). Rows are joined in key order, the one lock order of every writer.
+# (the caller deletes those rows again). Rows are joined in key order, the one lock
+# order of every writer.
 _LAND = (
     f"WITH held AS (UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} FROM (SELECT o_task AS id, "
     "o_state AS state, o_status AS status, o_error AS error, o_due AS due_at, "
