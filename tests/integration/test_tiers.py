@@ -161,3 +161,30 @@ async def test_headers_stored_as_json_strings_become_objects(rt: Runtime) -> Non
         got = conn.execute("SELECT fetch_key, jsonb_typeof(headers), headers->>'etag' "
                            "FROM staging ORDER BY fetch_key").fetchall()
     assert got == [("new", "object", "v2"), ("old", "object", '"v1"')]
+
+
+async def test_outbox_entries_survive_a_downgrade_and_an_upgrade(rt: Runtime) -> None:
+    """Revision 0018 batches the warm outbox's URL hashes into one entry per flush and
+    source: an older schema's one-hash rows become one-hash entries, and a downgrade
+    spreads entries back into rows, in queue order."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = rt.database_url
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    cfg.attributes["url"] = db.sqlalchemy_url(url)
+    with psycopg.connect(db.libpq_url(url), autocommit=True) as conn:
+        conn.execute("INSERT INTO warm_outbox (source_id, url_hashes) "
+                     "VALUES ('a', ARRAY['h1', 'h2']), ('b', ARRAY['h3'])")
+    command.downgrade(cfg, "0017")
+    with psycopg.connect(db.libpq_url(url), autocommit=True) as conn:
+        got = conn.execute("SELECT url_hash, source_id FROM warm_outbox ORDER BY id").fetchall()
+        assert got == [("h1", "a"), ("h2", "a"), ("h3", "b")]
+        conn.execute("INSERT INTO warm_outbox (url_hash) VALUES ('h4')")
+    await rt.prepare()
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        got = conn.execute("SELECT url_hashes, source_id FROM warm_outbox ORDER BY id").fetchall()
+        assert got == [(["h1"], "a"), (["h2"], "a"), (["h3"], "b"), (["h4"], None)]
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("INSERT INTO warm_outbox (url_hashes) VALUES ('{}')")

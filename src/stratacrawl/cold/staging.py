@@ -111,11 +111,11 @@ _LANDING_DDL = _temp_table("landing", LANDING_COLUMNS, LANDING_TYPES)
 _REPLAYED_DDL = _temp_table("replayed", COLUMNS, TYPES)
 _COLS = ", ".join(COLUMNS)
 # One statement applies a flush's outcomes to the tasks ``owner`` still holds (``held``)
-# and updates only their URL state, queued for warm in the outbox (no index covers the
-# URL-state columns written here, so the update is HOT: migration 0013). It returns the
-# pages staged, and the staging keys of the pages whose task ``owner`` no longer holds
-# (the caller deletes those rows again). Rows are joined in key order, the one lock
-# order of every writer.
+# and updates only their URL state, queued for warm in the outbox (one entry per source;
+# no index covers the URL-state columns written here, so the update is HOT: migration
+# 0013). It returns the pages staged, and the staging keys of the pages whose task
+# ``owner`` no longer holds (the caller deletes those rows again). Rows are joined in key
+# order, the one lock order of every writer.
 _LAND = (
     f"WITH held AS (UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} FROM (SELECT o_task AS id, "
     "o_state AS state, o_status AS status, o_error AS error, o_due AS due_at, "
@@ -130,8 +130,8 @@ _LAND = (
     "canonical_url = CASE WHEN v.content_hash IS NULL THEN u.canonical_url "
     "ELSE v.canonical_url END FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
     "WHERE u.url_hash = v.url_hash RETURNING u.url_hash, u.source_id), "
-    "queued AS (INSERT INTO warm_outbox (url_hash, source_id) SELECT url_hash, source_id "
-    "FROM fetched), "
+    "queued AS (INSERT INTO warm_outbox (source_id, url_hashes) SELECT source_id, "
+    "array_agg(url_hash) FROM fetched GROUP BY source_id), "
     "lost AS (SELECT fetch_key, fetched_at FROM landing l WHERE fetch_key IS NOT NULL "
     "AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = l.o_task)) "
     "SELECT {count}, ARRAY(SELECT url_hash FROM kept WHERE NOT succeeded ORDER BY url_hash), "

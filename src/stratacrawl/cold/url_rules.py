@@ -10,6 +10,8 @@ from datetime import datetime
 
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.url_state import outbox_head
+
 REDUNDANT_PREFIX = "redundant: "   # a task's last_error when a rule made it redundant
 
 
@@ -84,8 +86,9 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
     URL-state update non-HOT), so reading "fetched since" there is a scan of the whole
     table: done once, on the first read (``cursor`` None: the newest ``limit`` pages).
     After that, the pages come from ``warm_outbox``, the append-only feed of URL-state
-    changes: the source's entries after ``cursor`` (at most ``limit``), by key. A sample,
-    not a ledger: entries the demoter consumed before a read are not seen."""
+    changes: the source's entries after ``cursor`` (whole entries, about ``limit`` pages),
+    by key. A sample, not a ledger: entries the demoter consumed before a read are not
+    seen."""
     async with pool.connection() as conn:
         if cursor is None:
             row = await (await conn.execute(
@@ -98,12 +101,12 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
             pages = [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
             return pages[::-1], int(row[0]) if row and row[0] is not None else 0
         cur = await conn.execute(
-            "WITH o AS (SELECT id, url_hash FROM warm_outbox WHERE source_id = %s AND id > %s "
-            "ORDER BY id LIMIT %s) SELECT (SELECT max(id) FROM o), u.url, u.content_hash, "
+            f"WITH o AS ({outbox_head('source_id = %s AND id > %s')}) "
+            "SELECT (SELECT max(id) FROM o), u.url, u.content_hash, "
             "u.last_crawled, u.canonical_url FROM (SELECT 1) one LEFT JOIN (o JOIN url_state u "
             "ON u.url_hash = o.url_hash AND u.http_status = 200 AND u.content_hash IS NOT NULL "
-            "AND u.last_crawled IS NOT NULL) ON true ORDER BY o.id",
-            (source_id, cursor, limit))
+            "AND u.last_crawled IS NOT NULL) ON true ORDER BY o.id, o.n",
+            (source_id, cursor, limit, limit))
         rows = await cur.fetchall()
     last = rows[0][0] if rows else None
     return ([(u, h, t, c) for _, u, h, t, c in rows if u is not None],

@@ -15,6 +15,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 DEMOTION_LOCK = 0x5C_DE_30_7E  # advisory lock key: the one demoter of a cluster
+OUTBOX_ENTRY = 1000  # URL hashes per outbox entry when recovery queues URLs again
 
 
 # -- dedup and lookup -----------------------------------------------------------------------
@@ -94,8 +95,10 @@ async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
             "WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
             "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%b) "
             "RETURNING url_hash, last_crawled) "
-            "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM unsynced "
-            "ORDER BY last_crawled", (list(weeks),))
+            "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash ORDER BY n) "
+            "FROM (SELECT url_hash, n, n / %s AS entry FROM (SELECT url_hash, row_number() "
+            "OVER (ORDER BY last_crawled) - 1 AS n FROM unsynced) r) u "
+            "GROUP BY entry ORDER BY entry", (list(weeks), OUTBOX_ENTRY))
 
 
 # -- demotion (cold → warm) -----------------------------------------------------------------
@@ -113,25 +116,37 @@ async def demotion_lock(pool: AsyncConnectionPool) -> AsyncIterator[bool]:
                 await lock.execute("SELECT pg_advisory_unlock(%s)", (DEMOTION_LOCK,))
 
 
+def outbox_head(where: str = "true") -> str:
+    """SQL of the first outbox entries matching ``where`` (parameters: those of ``where``,
+    then the limit twice), one row per URL hash in queue order: (entry id, url_hash). Whole
+    entries only, until they hold ``limit`` hashes (the last may go past it): an entry is
+    consumed whole. Every entry holds a hash, so ``limit`` entries always suffice."""
+    return ("SELECT e.id, x.url_hash, x.n FROM (SELECT id, url_hashes, sum(cardinality("
+            "url_hashes)) OVER (ORDER BY id) - cardinality(url_hashes) AS before FROM "
+            f"(SELECT id, url_hashes FROM warm_outbox WHERE {where} ORDER BY id LIMIT %s) f) e, "
+            "unnest(e.url_hashes) WITH ORDINALITY AS x(url_hash, n) WHERE e.before < %s")
+
+
 async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...]]:
-    """The next ``limit`` entries of the warm outbox, oldest first: (outbox id, url hash,
-    source, URL, ETag, Last-Modified, content fingerprint, status, title, length, last
-    crawled, retry count, last use) of URLs whose last fetch is not in warm yet. A URL
-    fetched twice since the last demotion has two entries, both with its current state;
-    an entry whose URL cold does not hold (any more) comes with the URL hash None."""
+    """The URLs of the next warm outbox entries, about ``limit`` of them (whole entries),
+    oldest first: (outbox entry id, url hash, source, URL, ETag, Last-Modified, content
+    fingerprint, status, title, length, last crawled, retry count, last use) of URLs whose
+    last fetch is not in warm yet. A URL fetched twice since the last demotion is there
+    twice, both times with its current state; a URL cold does not hold (any more) comes
+    with the URL hash None. Fewer than ``limit`` URLs: the outbox is drained."""
     async with pool.connection() as conn:
         return list(await (await conn.execute(
             "SELECT o.id, u.url_hash, u.source_id, u.url, u.etag, u.last_modified, "
             "u.content_hash, u.http_status, u.title, u.content_length, u.last_crawled, "
-            "u.retry_count, GREATEST(u.last_access, u.last_crawled) FROM (SELECT id, url_hash "
-            "FROM warm_outbox ORDER BY id LIMIT %s) o LEFT JOIN url_state u USING (url_hash) "
-            "ORDER BY o.id", (limit,))).fetchall())
+            "u.retry_count, GREATEST(u.last_access, u.last_crawled) "
+            f"FROM ({outbox_head()}) o LEFT JOIN url_state u USING (url_hash) "
+            "ORDER BY o.id, o.n", (limit, limit))).fetchall())
 
 
 async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, datetime]],
                       outbox_ids: Sequence[int]) -> None:
-    """(url hash, the last_crawled that was indexed) pairs now in warm; their outbox
-    entries are done (one transaction)."""
+    """(url hash, the last_crawled that was indexed) pairs now in warm, and the outbox
+    entries done (one transaction)."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(
             "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%b::text[]) AS h, "

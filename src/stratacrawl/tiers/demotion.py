@@ -1,12 +1,12 @@
 """Demotion: committed fetches' URL state and page metadata go to warm, in bulk.
 
 Cold's warm outbox lists the URLs whose last fetch has not reached warm yet: the staging
-transaction appends to it, demotion indexes the URLs' current state and removes the
-entries it indexed (``url_state.warm_synced_at`` records the crawl time warm holds). The
-crawl demotes as it goes; when Elasticsearch is down the outbox simply grows and the
-sinking or recovery flow backfills later — the crawl never waits for warm. Documents go
-to the weekly index of their crawl time, ``_id`` = URL hash, so re-demoting the same
-state is idempotent.
+transaction appends an entry per source with the hashes of the URLs it fetched; demotion
+indexes the URLs' current state and removes the entries it indexed
+(``url_state.warm_synced_at`` records the crawl time warm holds). The crawl demotes as it
+goes; when Elasticsearch is down the outbox simply grows and the sinking or recovery flow
+backfills later — the crawl never waits for warm. Documents go to the weekly index of
+their crawl time, ``_id`` = URL hash, so re-demoting the same state is idempotent.
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
             log.warning("demotion: warm tier unavailable, will backfill: %s", e)
             break
         synced = [(h, row[9]) for h, row in latest.items() if h not in failed]
-        await mark_synced(pool, synced, [e[0] for e in entries if e[1] not in failed])
+        # An entry is done when all its URLs are in warm; one refused keeps it queued.
+        kept = {e[0] for e in entries if e[1] in failed}
+        await mark_synced(pool, synced, sorted({e[0] for e in entries} - kept))
         stats.docs += ok
         stats.rows += len(synced)
         if failed:

@@ -175,7 +175,7 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
         await conn.execute("WITH u AS (UPDATE url_state SET last_crawled = now() WHERE url_hash = "
                            "(SELECT url_hash FROM url_state WHERE warm_synced_at IS NOT NULL "
                            "LIMIT 1) RETURNING url_hash) "
-                           "INSERT INTO warm_outbox (url_hash) SELECT url_hash FROM u")
+                           "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM u")
     await demote(comps.pool, comps.es, layout)
     await comps.es.indices.refresh(index=index)
     assert (await comps.es.count(index=index))["count"] == 1

@@ -170,8 +170,8 @@ async def test_the_miner_reads_url_state_once_then_follows_the_outbox(
                 "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
                 "last_crawled) VALUES (%s, %s, %s, 200, %s, now() + make_interval(secs => %s))",
                 (fingerprint(url), source, url, f"c{n}", n))
-            await conn.execute("INSERT INTO warm_outbox (url_hash, source_id) VALUES (%s, %s)",
-                               (fingerprint(url), source))
+            await conn.execute("INSERT INTO warm_outbox (url_hashes, source_id) "
+                               "VALUES (ARRAY[%s], %s)", (fingerprint(url), source))
 
     for n in range(5):
         await page(f"http://a.test/{n}", "a", n)

@@ -204,3 +204,29 @@ async def test_compensation_reschedules_overdue_and_releases_parked(comps: Compo
     assert rows["h1"] == ("6", "t", "PENDING") and rows["h2"] == ("5", "t", "RETRY_WAIT")
     assert rows["h4"] == ("5", "t", "PENDING")
     assert sum(report["a"].unfinished.values()) == 3
+
+
+async def test_demotion_consumes_whole_outbox_entries(comps: Components) -> None:
+    """A staging flush queues one outbox entry per source holding all its URLs. A
+    demotion batch takes whole entries until it holds ``limit`` URLs (one entry may be
+    bigger than the limit), so a small limit still drains the outbox and no URL of an
+    entry is left behind."""
+    from stratacrawl.cold.url_state import unsynced
+
+    hashes = [fingerprint(f"http://a.test/{i}") for i in range(12)]
+    async with comps.pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO url_state (url_hash, source_id, url, http_status, last_crawled) "
+            "SELECT h, 'a', 'http://a.test/' || n, 200, now() FROM unnest(%s::text[]) "
+            "WITH ORDINALITY AS x(h, n)", (hashes,))
+        for entry in (hashes[:5], hashes[5:6], hashes[6:]):
+            await conn.execute("INSERT INTO warm_outbox (source_id, url_hashes) "
+                               "VALUES ('a', %s)", (entry,))
+    first = await unsynced(comps.pool, 3)
+    assert [e[1] for e in first] == hashes[:5] and len({e[0] for e in first}) == 1
+    assert [e[1] for e in await unsynced(comps.pool, 6)] == hashes[:6]
+    assert [e[1] for e in await unsynced(comps.pool, 7)] == hashes
+    stats = await demote(comps.pool, comps.es, comps.runtime.layout, limit=3)
+    assert stats.rows == 12 and stats.error is None
+    assert await unsynced(comps.pool, 100) == []
+    assert await warm_count(comps, "url_dedup") == 12
