@@ -41,7 +41,7 @@ def prometheus(tmp_path: Path, target: str, rules: dict) -> Iterator[str]:
             {"targets": [target]}]}]}))
     port = free_port()
     with open(tmp_path / "prometheus.log", "wb") as log:
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+        proc = subprocess.Popen([str(PROMETHEUS), f"--config.file={tmp_path / 'prometheus.yml'}",
                                  f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                  f"--web.listen-address=127.0.0.1:{port}"],
                                 stdout=log, stderr=subprocess.STDOUT)
