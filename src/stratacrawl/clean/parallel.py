@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
-from collections.abc import Awaitable
+import sys
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -45,6 +46,27 @@ class CleanJob:
 def default_processes(cpus: int | None = None) -> int:
     """One cleaner per core but one (left to the fetch worker of the host), at least one."""
     return max(1, (cpus or os.cpu_count() or 1) - 1)
+
+
+@contextlib.contextmanager
+def main_module_left_out() -> Iterator[None]:
+    """Processes spawned in the block do not run this process's main module again.
+
+    A spawned child re-imports its parent's ``__main__`` (by module name under ``python -m``)
+    before it unpickles its work. Under a Prefect process worker that module is Prefect's
+    engine, which a cleaner does not use: +70 MB of RSS and ~0.8 s of CPU per child per
+    flow run. Cleaner children need only the module of the function they run, so the block
+    hides the main module's name and path from ``multiprocessing``'s start-up data (read
+    when a child starts) and puts them back after."""
+    main = sys.modules["__main__"]
+    spec, path = getattr(main, "__spec__", None), main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+        if path is not None:
+            main.__file__ = path
 
 
 def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
@@ -83,8 +105,10 @@ async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob,
     t0 = loop.time()
     spawned = processes - 1
     with ProcessPoolExecutor(spawned, mp_context=multiprocessing.get_context("spawn")) as ex:
-        for stats in await asyncio.gather(here, *(loop.run_in_executor(
-                ex, _clean_in_process, target, job) for _ in range(spawned))):
+        with main_module_left_out():   # the processes start on these submits
+            children = [loop.run_in_executor(ex, _clean_in_process, target, job)
+                        for _ in range(spawned)]
+        for stats in await asyncio.gather(here, *children):
             total.merge(stats)
     total.seconds = loop.time() - t0
     return total
