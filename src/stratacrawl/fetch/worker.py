@@ -215,8 +215,11 @@ class FetchWorker:
                     if page.queued or page.requeued:  # new work: claim it now, not in 1 s
                         self._skip_until.pop(source.id, None)
                         self._wake.set()
-            staged.append(self._staged(task, result, source, content_hash, same,
-                                       discovered=page is not None))  # compressed from here
+            item = self._staged(task, result, source, content_hash, same,
+                                discovered=page is not None)  # compressed from here
+            staged.append(item)
+            if content_hash and result.status == 200 and source.url_rules.learn:
+                self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url)
             result.release_body()
             if result.verdict.reason == "source-held":  # Retry-After: skip it till then
                 self._skip_until[source.id] = time.monotonic() + (

@@ -55,6 +55,7 @@ class _Sample:
     pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
     declared: dict[str, str] = field(default_factory=dict)  # URL → its rel=canonical URL
     cursor: int | None = None   # where the next read goes on (cold/url_rules.fetched_pages)
+    observed: bool = False      # pages came in since the last pass (``UrlRules.observe``)
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
 
@@ -161,23 +162,40 @@ class UrlRules:
         finally:
             sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
 
+    def observe(self, source_id: str, url: str, content_hash: str,
+                declared: str | None) -> None:
+        """A page this process fetched just now (status 200), into the source's sample at
+        once: the next pass learns from it without waiting for the page's staging flush
+        and the outbox (a short crawl could end before its first rule applied). Pages
+        that other processes fetch still come through the outbox; a page seen both ways
+        counts once (the sample is keyed by canonical URL)."""
+        sample = self._samples.setdefault(source_id, _Sample())
+        self._add(sample, url, content_hash, declared)
+        sample.observed = True
+
+    def _add(self, sample: _Sample, url: str, content: str, declared: str | None) -> None:
+        canonical = self._canonical_of(url)
+        if canonical is None:
+            return
+        sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
+        sample.pages[canonical] = (content, urlsplit(canonical).path)
+        target = self._canonical_of(declared) if declared else None
+        sample.declared.pop(canonical, None)
+        if target is not None:
+            sample.declared[canonical] = target
+        if len(sample.pages) > SAMPLE_LIMIT:
+            oldest = next(iter(sample.pages))
+            sample.declared.pop(oldest, None)
+            del sample.pages[oldest]
+
     async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule]) -> bool:
         rows, sample.cursor = await fetched_pages(self.pool, source_id, sample.cursor,
                                                   READ_LIMIT)
-        if not rows:
+        if not rows and not sample.observed:
             return False
+        sample.observed = False
         for url, content, _, declared in rows:
-            canonical = self._canonical_of(url)
-            if canonical is not None:
-                sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
-                sample.pages[canonical] = (content, urlsplit(canonical).path)
-                target = self._canonical_of(declared) if declared else None
-                sample.declared.pop(canonical, None)
-                if target is not None:
-                    sample.declared[canonical] = target
-        while len(sample.pages) > SAMPLE_LIMIT:
-            sample.declared.pop(next(iter(sample.pages)), None)
-            sample.pages.pop(next(iter(sample.pages)))
+            self._add(sample, url, content, declared)
         pairs, counts = await self._declared_pairs(sample)
         await save_canonical_counts(self.pool, source_id, counts)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)

@@ -186,3 +186,21 @@ async def test_the_miner_reads_url_state_once_then_follows_the_outbox(
     assert (await fetched_pages(comps.pool, "a", after, 100))[0] == []
     b_pages, _ = await fetched_pages(comps.pool, "b", None, 100)
     assert [u for u, *_ in b_pages] == ["http://b.test/0", "http://b.test/1"]
+
+
+async def test_pages_a_process_fetched_are_mined_before_their_staging_flush(
+        comps: Components) -> None:
+    """A crawl process puts each page it fetched into its miner's sample at once: equal
+    pages under ``?ref=`` variants are learned from with nothing in ``url_state`` or the
+    outbox yet (a short crawl used to end before its first rule applied). The same page
+    read again from the outbox later counts once."""
+    rules = comps.url_rules
+    assert not await rules.mine("a", force=True)          # nothing fetched, nothing to learn
+    for i in range(3):
+        page = f"http://a.test/article/{i}"
+        rules.observe("a", page, f"content-{i}", None)
+        rules.observe("a", f"{page}?ref={i + 1}", f"content-{i}", page)
+    assert await rules.mine("a", force=True)
+    assert "drop-param:ref@/article/" in {r.text() for r in await rules.active("a")}
+    stored = {r.rule: r for r in await load_rules(comps.pool, "a")}
+    assert stored["drop-param:ref@/article/"].support == 3
