@@ -96,9 +96,8 @@ async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
             "AND to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') = ANY(%b) "
             "RETURNING url_hash, last_crawled) "
             "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash ORDER BY n) "
-            "FROM (SELECT url_hash, n, n / %s AS entry FROM (SELECT url_hash, row_number() "
-            "OVER (ORDER BY last_crawled) - 1 AS n FROM unsynced) r) u "
-            "GROUP BY entry ORDER BY entry", (list(weeks), OUTBOX_ENTRY))
+            "FROM (SELECT url_hash, row_number() OVER (ORDER BY last_crawled) - 1 AS n "
+            "FROM unsynced) r GROUP BY n / %s ORDER BY min(n)", (list(weeks), OUTBOX_ENTRY))
 
 
 # -- demotion (cold → warm) -----------------------------------------------------------------
