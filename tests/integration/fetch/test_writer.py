@@ -45,16 +45,25 @@ def _writer(comps: Components, tmp_path: Path, owner: str, **kw: object) -> Stag
                          owner=owner, **kw)  # type: ignore[arg-type]
 
 
-async def test_parallel_flushes_land_each_row_once(comps: Components, tmp_path: Path) -> None:
-    items = await _claimed(comps, 2400, "w1")
-    async with _writer(comps, tmp_path, "w1", flush_rows=300, flush_s=60.0,
-                       parallel=3) as writer:
+async def _backlog_landed(comps: Components, tmp_path: Path, n: int, *, flush_rows: int,
+                          parallel: int) -> StagingWriter:
+    """A writer that was handed ``n`` rows at once (a backlog), then flushed and closed."""
+    items = await _claimed(comps, n, "w1")
+    async with _writer(comps, tmp_path, "w1", flush_rows=flush_rows, flush_s=60.0,
+                       parallel=parallel) as writer:
         for item in items:
             await writer.add("s1", item)
         await writer.flush()
-        assert writer.pending == 0
+    return writer
+
+
+async def test_parallel_flushes_land_each_row_once(comps: Components, tmp_path: Path) -> None:
+    writer = await _backlog_landed(comps, tmp_path, 2400, flush_rows=300, parallel=3)
+    assert writer.pending == 0
     assert writer.stats.landed == 2400 and writer.stats.spooled == 0
-    assert writer.stats.flushes >= 8            # a backlog is split, not landed in one go
+    # the backlog is split across the three free slots (800 rows each), not landed in one
+    # transaction nor in eight of ``flush_rows``
+    assert writer.stats.flushes == 3
     async with comps.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*), count(DISTINCT task_id) FROM staging")
         assert await cur.fetchone() == (2400, 2400)
@@ -66,6 +75,13 @@ async def test_parallel_flushes_land_each_row_once(comps: Components, tmp_path: 
         assert await cur.fetchall() == [("object", "text/html", '"v1"')]
     assert (await comps.ledger.counts())["s1"] == {"SUCCEEDED": 2400}
     assert await comps.hot_queue.in_flight("s1") == 0    # leases acknowledged after commit
+
+
+async def test_a_backlog_lands_in_flushes_of_at_most_four_times_flush_rows(
+        comps: Components, tmp_path: Path) -> None:
+    writer = await _backlog_landed(comps, tmp_path, 2400, flush_rows=100, parallel=2)
+    assert writer.stats.landed == 2400
+    assert writer.stats.flushes == 6      # 2,400 rows in flushes of 400, not 24 of 100
 
 
 async def test_a_failed_flush_stops_the_writer_and_keeps_the_leases(comps: Components,
