@@ -31,13 +31,14 @@ async def last_success(conn: AsyncConnection, source_ids: Sequence[str]
     return [(str(s), float(t) if t is not None else None) for s, t in await cur.fetchall()]
 
 
-async def staged_recently(conn: AsyncConnection, source_ids: Sequence[str],
-                          minutes: int) -> list[tuple[str, int]]:
-    """(source, pages staged in the last ``minutes``)."""
+async def staged_between(conn: AsyncConnection, source_ids: Sequence[str],
+                         start: float, end: float) -> list[tuple[str, int]]:
+    """(source, pages staged that were fetched from ``start`` to before ``end``, epoch
+    seconds)."""
     cur = await conn.execute(
         "SELECT source_id, count(*) FROM staging WHERE source_id = ANY(%b) "
-        "AND fetched_at > now() - %s * interval '1 minute' GROUP BY 1",
-        (list(source_ids), minutes))
+        "AND fetched_at >= to_timestamp(%s) AND fetched_at < to_timestamp(%s) GROUP BY 1",
+        (list(source_ids), start, end))
     return [(str(s), int(n)) for s, n in await cur.fetchall()]
 
 

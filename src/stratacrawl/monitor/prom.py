@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from stratacrawl.monitor.families import SourceMetrics
+from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, SourceMetrics
 
 FAMILIES = (
     "stratacrawl_scheduling_lag_seconds", "stratacrawl_fetch_success_ratio",
@@ -41,15 +41,18 @@ class SnapshotCollector(Collector):
         latency = GaugeMetricFamily(FAMILIES[2], "Response time, 5 minutes and baseline hour",
                                     labels=["source", "stat"])
         backlog = GaugeMetricFamily(FAMILIES[3], "Ready tasks", labels=["source", "where"])
-        ingest = GaugeMetricFamily(FAMILIES[4], "Pages fetched, rows staged, records committed",
+        ingest = GaugeMetricFamily(FAMILIES[4], "Pages fetched and rows staged per minute "
+                                   f"(the {WINDOW_MIN} whole minutes that ended at least "
+                                   f"{SETTLE_S} s ago), records committed (5 minutes)",
                                    labels=["source", "stage"])
         retry = GaugeMetricFamily(FAMILIES[5], "Level-1 retries per request, 5 minutes",
                                   labels=["source"])
         done = GaugeMetricFamily(FAMILIES[6], "Task created → record committed, last hour",
                                  labels=["source", "quantile"])
         # what the alert rules also need (stratacrawl alert-rules --format prometheus)
-        requests = GaugeMetricFamily("stratacrawl_requests", "Requests, 5 minutes and the "
-                                     "baseline hour", labels=["source", "window"])
+        requests = GaugeMetricFamily("stratacrawl_requests", "Requests, 5 minutes, the "
+                                     "baseline hour and the settled 5 minutes of ingest",
+                                     labels=["source", "window"])
         silent = GaugeMetricFamily("stratacrawl_last_success_age_seconds",
                                    "Seconds since the newest successful fetch (+Inf: none)",
                                    labels=["source"])
@@ -57,6 +60,7 @@ class SnapshotCollector(Collector):
         for sid, m in sorted(self.snapshot.items()):
             requests.add_metric([sid, "5m"], m.window.requests)
             requests.add_metric([sid, "baseline"], m.baseline.requests)
+            requests.add_metric([sid, "settled"], m.settled.requests)
             silent.add_metric([sid], now - m.last_success_at if m.last_success_at
                               else float("inf"))
             lag.add_metric([sid], m.lag_s)

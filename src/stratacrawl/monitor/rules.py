@@ -49,11 +49,12 @@ def findings(m: SourceMetrics, t: AlertThresholds, now: float,
         if w.retry_ratio is not None and w.retry_ratio > t.retry_ratio:
             out.append(Finding("retry_ratio", "P2", f"{sid}: {w.retry_ratio:.1%} of requests "
                                f"retried (> {t.retry_ratio:.0%})", w.retry_ratio))
-        if m.staged_per_min < t.ingest_ratio * m.ok_per_min:
-            out.append(Finding("ingest_lag", "P1",
-                               f"{sid}: staging takes {m.staged_per_min:.0f} pages/min for "
-                               f"{m.ok_per_min:.0f} fetched: ingest diverges from fetch",
-                               m.staged_per_min))
+    if m.settled.requests >= t.min_requests and \
+            m.staged_per_min < t.ingest_ratio * m.ok_per_min:
+        out.append(Finding("ingest_lag", "P1",
+                           f"{sid}: staging takes {m.staged_per_min:.0f} pages/min for "
+                           f"{m.ok_per_min:.0f} fetched: ingest diverges from fetch",
+                           m.staged_per_min))
     if (w.requests >= t.min_requests and b.requests >= t.min_requests and w.mean_ms
             and b.mean_ms):
         ratio = w.mean_ms / b.mean_ms
@@ -104,7 +105,7 @@ PROMQL: dict[tuple[str, str], str] = {
     ("ingest_lag", "P1"):
         'stratacrawl_ingest_per_minute{{{sel},stage="staged"}} < ignoring(stage) '
         '{ingest_ratio} * stratacrawl_ingest_per_minute{{{sel},stage="ok"}} and on(source) '
-        + _REQ + " >= {min_requests}",
+        'stratacrawl_requests{{{sel},window="settled"}} >= {min_requests}',
     ("latency", "P1"):
         'stratacrawl_response_time_seconds{{{sel},stat="mean"}} / ignoring(stat) '
         'stratacrawl_response_time_seconds{{{sel},stat="baseline_mean"}} >= {latency_intervene}'

@@ -1,11 +1,12 @@
 """Monitoring against the simulator: a failing source raises a P1 (held, fired once, with
 a snapshot) and resolves; the Prometheus endpoint has every family; stopped publishing
-breaks freshness; the inspection report."""
+breaks freshness; the inspection report; ingest judged on settled minutes only."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,12 +15,17 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from stratacrawl.cold.alerts import open_alerts
+from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.evaluate import evaluate
+from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, collect
 from stratacrawl.monitor.inspection import inspect
+from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom import FAMILIES
+from stratacrawl.monitor.rules import findings
 from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import SimulatorThread
+from stratacrawl.sources import AlertThresholds
 from stratacrawl.wiring import Components
 from tests.integration.fetch.test_crawl import small_site, sources_for
 
@@ -78,9 +84,14 @@ async def test_prometheus_endpoint_has_all_seven_families(comps: Components) -> 
     assert set(FAMILIES) <= set(families)
     success = {s.labels["source"]: s.value for s in families[FAMILIES[1]].samples}
     assert success == {s.id: 1.0 for s in specs}
-    ingest = {(s.labels["source"], s.labels["stage"]): s.value
-              for s in families[FAMILIES[4]].samples}
-    assert all(ingest[(s.id, "fetched")] > 0 and ingest[(s.id, "staged")] > 0 for s in specs)
+    ingest = {(s.labels["source"], s.labels["stage"]) for s in families[FAMILIES[4]].samples}
+    assert ingest == {(s.id, stage) for s in specs
+                      for stage in ("fetched", "ok", "staged", "records")}
+    # fetched and staged are counted over settled minutes: the crawl's, two minutes on
+    later = await collect(comps.redis, comps.pool, sources.ids,
+                          now=time.time() + 60 + SETTLE_S + 60)
+    assert all(later[s.id].fetched_per_min > 0 and later[s.id].staged_per_min > 0
+               and not findings(later[s.id], AlertThresholds(), time.time()) for s in specs)
 
 
 async def test_inspection_report_and_growth(comps: Components, tmp_path: Path) -> None:
@@ -119,3 +130,48 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
     assert report.fetched > 100  # enough requests for every rate rule to be judged
     assert fired == []
     assert await open_alerts(comps.pool) == []
+
+
+@dataclass
+class _Verdict:
+    success: bool = True
+    reason: str = "ok"
+
+
+@dataclass
+class _Fetch:
+    """What the live counters read of a fetch result."""
+
+    url: str
+    fetched_at: datetime
+    verdict: _Verdict = field(default_factory=_Verdict)
+    attempt: int = 1
+    elapsed_ms: float = 20.0
+    status: int = 200
+    size: int = 1000
+    trace_id: str = "t"
+
+
+async def test_ingest_is_judged_on_minutes_staging_has_caught_up_on(comps: Components) -> None:
+    t = time.time()
+    fetched_at = datetime.fromtimestamp(t, UTC)
+    await LiveMetrics(redis=comps.redis).record_batch(
+        "s1", "w", [(f"h{i}", _Fetch(f"http://s1.example/{i}", fetched_at)) for i in range(40)])
+    # 40 pages fetched this minute, none staged yet: the minute is still filling
+    now = (await collect(comps.redis, comps.pool, ["s1"], now=t))["s1"]
+    assert now.window.requests == 40 and now.settled.requests == 0
+    assert findings(now, AlertThresholds(), t) == []
+    # two minutes on, that minute is settled: 40 fetched, nothing staged is a lag
+    later = t + 60 + SETTLE_S + 60
+    lagging = (await collect(comps.redis, comps.pool, ["s1"], now=later))["s1"]
+    assert lagging.settled.ok == 40 and lagging.staged_per_min == 0
+    assert [f.rule for f in findings(lagging, AlertThresholds(), later)] == ["ingest_lag"]
+    async with comps.pool.connection() as conn:
+        await ensure_partitions(conn, {fetched_at.date().isoformat()})
+        await conn.execute(
+            "INSERT INTO staging (fetched_at, fetch_key, source_id, url) "
+            "SELECT %s, 'k' || i, 's1', 'http://s1.example/' || i FROM generate_series(1, 40) i",
+            (fetched_at,))
+    staged = (await collect(comps.redis, comps.pool, ["s1"], now=later))["s1"]
+    assert staged.staged_per_min == 40 / WINDOW_MIN
+    assert findings(staged, AlertThresholds(), later) == []

@@ -31,12 +31,17 @@ HOLD_S = 180
 
 def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float = 200,
             base_ms: float = 200, staged: float | None = None, due: int = 0, lag: float = 0,
-            silent_s: float | None = 10) -> SourceMetrics:
+            silent_s: float | None = 10,
+            settled: bool = True) -> SourceMetrics:
     w = Window(requests=requests, ok=ok, failed=requests - ok, retries=retries,
                latency_ms_sum=mean_ms * requests, histogram={"le250": requests})
     b = Window(requests=600, ok=600, latency_ms_sum=base_ms * 600)
+    # ``settled``: the ingest minutes hold the same requests (False: a crawl's first
+    # minute, none of its minutes settled yet, nothing staged)
     return SourceMetrics("s", due_tasks=due, lag_s=lag, window=w, baseline=b,
-                         staged_per_min=ok / 5 if staged is None else staged,
+                         settled=w if settled else Window(),
+                         staged_per_min=(ok / 5 if settled else 0) if staged is None
+                         else staged,
                          last_success_at=None if silent_s is None else time.time() - silent_s)
 
 
@@ -47,6 +52,7 @@ SCENARIOS = {
     "too few requests": metrics(requests=10, ok=0),
     "retries": metrics(retries=8),
     "ingest lag": metrics(staged=5),
+    "first minute of a crawl": metrics(settled=False),
     "latency P2": metrics(mean_ms=300),
     "latency P1": metrics(mean_ms=500),
     "stopped": metrics(requests=0, ok=0, due=40, lag=3600, silent_s=3600),

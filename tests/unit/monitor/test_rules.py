@@ -16,12 +16,17 @@ T = AlertThresholds()
 
 def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float = 200,
             base_ms: float = 200, staged: float | None = None, due: int = 0, lag: float = 0,
-            last_ok: float | None = NOW - 10) -> SourceMetrics:
+            last_ok: float | None = NOW - 10,
+            settled: bool = True) -> SourceMetrics:
     w = Window(requests=requests, ok=ok, failed=requests - ok, retries=retries,
                latency_ms_sum=mean_ms * requests, histogram={"le250": requests})
     b = Window(requests=600, ok=600, latency_ms_sum=base_ms * 600)
+    # ``settled``: the ingest minutes hold the same requests (False: a crawl's first
+    # minute, none of its minutes settled yet, nothing staged)
     return SourceMetrics("s", due_tasks=due, lag_s=lag, window=w, baseline=b,
-                         staged_per_min=ok / 5 if staged is None else staged,
+                         settled=w if settled else Window(),
+                         staged_per_min=(ok / 5 if settled else 0) if staged is None
+                         else staged,
                          last_success_at=last_ok)
 
 
@@ -52,6 +57,8 @@ def test_latency_attention_and_intervention() -> None:
 def test_retries_ingest_and_stop() -> None:
     assert ("retry_ratio", "P2") in rules(metrics(retries=8))
     assert ("ingest_lag", "P1") in rules(metrics(staged=5))
+    # a crawl's first minute: fetched pages, none staged yet, no minute settled
+    assert rules(metrics(settled=False)) == set()
     stopped = metrics(requests=0, ok=0, due=40, lag=3600, last_ok=NOW - 3600)
     assert rules(stopped) == {("fetch_stopped", "P0")}
     assert rules(metrics(requests=0, ok=0, due=40, lag=60)) == set()  # just due: not stopped
