@@ -198,7 +198,7 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         for name in ("fetch", "monitor"):
             assert _wait_for_run(api, _start_run(api, deps[name])["id"], 180) == "COMPLETED"
         # (With no hold, as here, the scheduled runs going on beside these may fire other
-        # alerts of a moment: a CI run received ingest_lag on news-1 first.)
+        # alerts of a moment first: the one wanted is looked for among all received.)
         subject = "Stratacrawl P1 success_rate on down-1"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(
