@@ -24,6 +24,7 @@ from stratacrawl.hot.client import HotRedis
 from stratacrawl.monitor.live import LiveMetrics, Window
 
 WINDOW_MIN = 5
+BASELINE_MIN = 60
 # Fetched and staged pages are compared over the same whole minutes, the last of which
 # ended at least SETTLE_S ago: a page reaches staging seconds after its fetch (the staging
 # writer's flush interval, more behind a backlog), so minutes still filling compare a
@@ -37,7 +38,6 @@ def settled_minutes(now: float) -> tuple[int, int]:
     least ``SETTLE_S`` before ``now``."""
     last = int((now - SETTLE_S) // 60) - 1
     return last - WINDOW_MIN + 1, last
-BASELINE_MIN = 60
 
 
 @dataclass

@@ -43,7 +43,7 @@ class SnapshotCollector(Collector):
         backlog = GaugeMetricFamily(FAMILIES[3], "Ready tasks", labels=["source", "where"])
         ingest = GaugeMetricFamily(FAMILIES[4], "Pages fetched and rows staged per minute "
                                    f"(the {WINDOW_MIN} whole minutes that ended at least "
-                                   f"{SETTLE_S} s ago), records committed (5 minutes)",
+                                   f"{SETTLE_S} s ago), records committed ({WINDOW_MIN} minutes)",
                                    labels=["source", "stage"])
         retry = GaugeMetricFamily(FAMILIES[5], "Level-1 retries per request, 5 minutes",
                                   labels=["source"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
+from stratacrawl.fetch.classify import Kind, Verdict
+from stratacrawl.fetch.result import FetchResult
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, collect
 from stratacrawl.monitor.inspection import inspect
@@ -132,31 +133,12 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
     assert await open_alerts(comps.pool) == []
 
 
-@dataclass
-class _Verdict:
-    success: bool = True
-    reason: str = "ok"
-
-
-@dataclass
-class _Fetch:
-    """What the live counters read of a fetch result."""
-
-    url: str
-    fetched_at: datetime
-    verdict: _Verdict = field(default_factory=_Verdict)
-    attempt: int = 1
-    elapsed_ms: float = 20.0
-    status: int = 200
-    size: int = 1000
-    trace_id: str = "t"
-
-
 async def test_ingest_is_judged_on_minutes_staging_has_caught_up_on(comps: Components) -> None:
     t = time.time()
     fetched_at = datetime.fromtimestamp(t, UTC)
     await LiveMetrics(redis=comps.redis).record_batch(
-        "s1", "w", [(f"h{i}", _Fetch(f"http://s1.example/{i}", fetched_at)) for i in range(40)])
+        "s1", "w", [(f"h{i}", FetchResult(f"http://s1.example/{i}", Verdict(Kind.OK, "ok"),
+                                          fetched_at, "t", status=200)) for i in range(40)])
     # 40 pages fetched this minute, none staged yet: the minute is still filling
     now = (await collect(comps.redis, comps.pool, ["s1"], now=t))["s1"]
     assert now.window.requests == 40 and now.settled.requests == 0
