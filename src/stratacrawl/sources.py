@@ -226,6 +226,19 @@ class Source(_Strict):
     _duration = field_validator("cadence", "freshness")(_check_duration)
 
     @model_validator(mode="after")
+    def _seeds_in_scope(self) -> Source:
+        """A source with ``allow`` patterns crawls nothing outside them, its seeds neither:
+        a seed no pattern matches is refused here, not fetched (or silently dropped)."""
+        if not self.allow:
+            return self
+        outside = [url for url in self.seeds if not self.matches("allow", canonicalize(url))]
+        if outside:
+            shown = ", ".join(repr(p) for p in self.allow)
+            raise ValueError(f"seed(s) {', '.join(repr(u) for u in outside)} outside "
+                             f"allow (no pattern matches: {shown})")
+        return self
+
+    @model_validator(mode="after")
     def _required_fields_exist(self) -> Source:
         declared = set(getattr(self.extract, "fields", {}))
         if isinstance(self.extract, ArticleExtract):

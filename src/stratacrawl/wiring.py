@@ -45,6 +45,7 @@ from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
+from stratacrawl.hot import client as hot_client
 from stratacrawl.hot.client import HotRedis, check_kind, connect
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.redact import redact
@@ -52,6 +53,7 @@ from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 from stratacrawl.sources import SourcesFile
 from stratacrawl.tiers.recovery import Recovery
+from stratacrawl.warm import client as warm_client
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
 
@@ -107,11 +109,27 @@ class Runtime:
         return make_client(self.endpoints.elasticsearch_url, plain_json=self.es_plain_json,
                            **kwargs)
 
+    def check_urls(self) -> None:
+        """Each tier's URL well-formed, or a :class:`ConfigError` naming the setting it
+        comes from (exit 2): a typo in a URL is bad configuration, not a tier that is down."""
+        checks: tuple[tuple[str, str, Callable[[str], object]], ...] = (
+            ("STRATACRAWL_REDIS_URL", self.endpoints.redis_url, hot_client.check_url),
+            ("STRATACRAWL_ELASTICSEARCH_URL", self.endpoints.elasticsearch_url,
+             warm_client.check_url),
+            ("STRATACRAWL_DATABASE_URL", self.endpoints.database_url, db.conninfo))
+        for setting, url, check in checks:
+            try:
+                check(url)
+            except ConfigError as e:
+                raise ConfigError(f"{setting} {redact(url)!r} is malformed: {e}") from None
+
     async def prepare(self) -> None:
         """Idempotent start-up: schema migrations, index templates, this week's indices.
         A tier that does not answer is a :class:`ServiceUnavailable` naming it (one line
         for the user, not the driver's traceback); a malformed URL a :class:`ConfigError`."""
+        self.check_urls()
         await check_postgres(self)  # before migrating: Alembic's own failure is 150 lines
+        await check_redis(self)     # the driver's refusal is a 90-line traceback otherwise
         await asyncio.to_thread(db.migrate, self.database_url)
         try:
             async with self.es_client() as es:

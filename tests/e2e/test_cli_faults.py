@@ -84,3 +84,39 @@ def test_bad_sources_files_get_one_clear_problem_each(tmp_path: Path) -> None:
             # `sources validate` is the check (1); a command given that file: bad input (2)
             code = 1 if args[0] == "sources" else 2
             assert result.returncode == code and problem in out and "Traceback" not in out, out
+
+
+def _reachable_but_redis(tmp_path: Path, redis_url: str) -> dict[str, str]:
+    """PostgreSQL and Elasticsearch fine (this machine's, or embedded), Redis as given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATACRAWL_")}
+    return {**env, "STRATACRAWL_REDIS_URL": redis_url, "STRATACRAWL_CONNECT_TIMEOUT_S": "1",
+            "STRATACRAWL_STATE_DIR": str(tmp_path / "state")}
+
+
+@pytest.mark.parametrize("command", [["crawl", "--sources"], ["validate"], ["recover"]])
+def test_unreachable_redis_is_one_line_and_exit_3(tmp_path: Path, command: list[str]) -> None:
+    """It was a 93-line traceback of the driver and exit 70 (a crash)."""
+    sources = str(_sources(tmp_path))
+    args = [*command, sources] if command[-1] == "--sources" else command
+    env = _reachable_but_redis(tmp_path, f"redis://:{SECRET}@127.0.0.1:1/0")
+    result = cli(*args, env={**env, "STRATACRAWL_SOURCES": sources}, timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode == 3, out
+    assert "Traceback" not in out and SECRET not in out, out
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Redis at redis://" in errors[0], out
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("STRATACRAWL_REDIS_URL", "foo://127.0.0.1:6379"),
+    ("STRATACRAWL_REDIS_URL", "redis://[::1:6379"),
+    ("STRATACRAWL_ELASTICSEARCH_URL", "htp:/nohost"),
+    ("STRATACRAWL_DATABASE_URL", "mysql://u@h/db"),
+])
+def test_a_malformed_tier_url_names_its_setting(tmp_path: Path, setting: str,
+                                                value: str) -> None:
+    env = _reachable_but_redis(tmp_path, "redis://127.0.0.1:1/0")
+    result = cli("recover", env={**env, setting: value}, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr  # configuration
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"error: {setting} ") and "malformed" in line, line

@@ -137,3 +137,19 @@ def test_recrawl_max_interval_is_not_under_the_cadence() -> None:
     assert any("daily_budget" in p for p in problems({"recrawl": {"daily_budget": -1}}))
     long = parse_sources({"sources": [{"id": "s", "seeds": ["http://x/"], "cadence": "3d"}]})
     assert long.get("s").max_interval_td == timedelta(days=3)
+
+
+def test_a_seed_outside_allow_is_refused() -> None:
+    """It was accepted by ``sources validate`` and fetched: ``allow`` bounds the seeds too."""
+    with pytest.raises(SourcesError) as caught:
+        parse_sources({"sources": [{"id": "news", "allow": [r"^https://news\.example/"],
+                                    "seeds": ["https://news.example/", "https://other.example/x"]}]},
+                      "s.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("s.yaml: source 'news': ")
+    assert "'https://other.example/x' outside allow" in problem
+    assert r"'^https://news\\.example/'" in problem and "'https://news.example/'" not in problem
+    # Matched on the canonical form, as discovery matches links: a seed without its
+    # trailing slash is in scope.
+    parse_sources({"sources": [{"id": "n", "allow": [r"^https://news\.example/"],
+                                "seeds": ["https://NEWS.example"]}]})

@@ -62,6 +62,17 @@ _PACKED: dict[type, type] = {
                 aioredis.SSLConnection)}
 
 
+def check_url(url: str) -> None:
+    """A :class:`ConfigError` when ``url`` is no Redis URL redis-py can connect to (its own
+    parser: a wrong scheme, a bad port or IPv6 address), raised before any client is built."""
+    from redis.asyncio.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def connect(url: str, *, cluster: bool, max_connections: int, pool_wait_s: float,
             connect_timeout_s: float, **kwargs: Any) -> HotRedis:
     """A client on ``url``: a single node behind a blocking pool (a thousand batches in

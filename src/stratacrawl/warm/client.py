@@ -16,6 +16,8 @@ from elastic_transport import AiohttpHttpNode
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
+from stratacrawl.errors import ConfigError
+
 _COMPAT = re.compile(r"application/vnd\.elasticsearch\+([a-z\-]+)\s*;\s*compatible-with=\d+")
 
 
@@ -40,6 +42,20 @@ class PlainJsonNode(AiohttpHttpNode):
         if request_timeout is not None:
             kwargs["request_timeout"] = request_timeout
         return await super().perform_request(method, target, **kwargs)
+
+
+def check_url(url: str) -> None:
+    """A :class:`ConfigError` when ``url`` is no http(s) URL with a host (the client would
+    fail later, with a traceback of its own)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("expected http(s)://host[:port]")
 
 
 def make_client(url: str, *, plain_json: bool, request_timeout: float = 30.0,
