@@ -64,6 +64,15 @@ class Settings(BaseSettings):
     warm_retention_days: int = Field(default=30, ge=1)
     staging_retention_days: int = Field(default=7, ge=1)
     compensate_after_h: float = Field(default=6.0, gt=0)
+    # Transitions. A crawl whose own tier (Redis, PostgreSQL) stops answering pauses its
+    # claims and waits this long for it before it stops (exit 3); a stopping process
+    # (SIGTERM, SIGINT, a Prefect cancellation, ``--seconds``) lets its in-flight requests
+    # finish for at most ``drain_s``, then gives the rest back to the queue and lands what
+    # it fetched. ``fetch_deadline_s``: a request's whole time, retries included (a source's
+    # ``deadline_s`` overrides it); past it the fetch ends as ``timeout-total``.
+    tier_outage_s: float = Field(default=300.0, gt=0)
+    drain_s: float = Field(default=10.0, ge=0)
+    fetch_deadline_s: float = Field(default=60.0, gt=0)
     # Monitoring: live counters and traces per batch (off only to measure its cost).
     monitoring: bool = True
     alert_hold_s: float = Field(default=180.0, ge=0)

@@ -202,6 +202,8 @@ class Source(_Strict):
     freshness: str = "1d"
     snapshots: bool = False
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # A fetch's whole time (attempts, redirects, body); None: STRATACRAWL_FETCH_DEADLINE_S.
+    deadline_s: Annotated[float, Field(gt=0, le=3600)] | None = None
     max_bytes: Annotated[int, Field(gt=0)] = 5 * 1024 * 1024
     alerts: AlertThresholds = Field(default_factory=AlertThresholds)
     url_rules: UrlRules = Field(default_factory=UrlRules)

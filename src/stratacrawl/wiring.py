@@ -206,6 +206,9 @@ class Components:
         them; batches and monitoring default to the settings."""
         kwargs.setdefault("max_batches", self.settings.fetch_max_batches)
         kwargs.setdefault("monitoring", self.settings.monitoring)
+        kwargs.setdefault("drain_s", self.settings.drain_s)
+        kwargs.setdefault("outage_s", self.settings.tier_outage_s)
+        kwargs.setdefault("deadline_s", self.settings.fetch_deadline_s)
         return FetchWorker(frontier=self.frontier, scheduler=self.scheduler,
                            url_rules=self.url_rules, hot_urls=self.hot_urls, redis=self.redis,
                            pool=self.pool, hop=ListHop(self.discovery, on_discovered),

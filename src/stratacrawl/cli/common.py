@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sys
@@ -15,6 +16,7 @@ from rich.markup import escape
 
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
+from stratacrawl.signals import StopSignals
 
 T = TypeVar("T")
 console = Console(highlight=False, soft_wrap=True)
@@ -62,13 +64,21 @@ def bad_input(message: str) -> NoReturn:
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine on uvloop; a Stratacrawl error ends the command with its
-    message and its exit code, Ctrl-C quietly (exit 130)."""
+    message and its exit code. SIGINT and SIGTERM alike cancel it (its ``finally`` blocks
+    run: transactions roll back, servers close) and end it quietly with 128 + the
+    signal's number (130, 143)."""
+    signals = StopSignals(graceful=False)
+
+    async def main() -> T:
+        with signals.installed():
+            return await coro
+
     try:
-        return uvloop.run(coro)
+        return uvloop.run(main())
     except StratacrawlError as e:
         fail(e)
-    except KeyboardInterrupt:
-        sys.exit(EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        sys.exit(signals.exit_code or EXIT_INTERRUPTED)
 
 
 JSON = typer.Option(False, "--json", help="The report as one JSON document on standard output.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import typer
@@ -10,12 +11,22 @@ import uvloop
 from rich.live import Live
 from rich.table import Table
 
-from stratacrawl.cli.common import JSON, bad_input, console, emit_json, fail, run, settings
+from stratacrawl.cli.common import (
+    EXIT_INTERRUPTED,
+    JSON,
+    bad_input,
+    console,
+    emit_json,
+    fail,
+    run,
+    settings,
+)
 from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow, load_canonical_counts, load_rules
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.progress import every, with_json_progress
+from stratacrawl.signals import StopSignals
 from stratacrawl.sources import load_sources
 from stratacrawl.tuning import tune_crawl_process
 from stratacrawl.wiring import open_app
@@ -58,12 +69,18 @@ def crawl_cmd(
     except StratacrawlError as e:
         fail(e)
 
+    signals = StopSignals(graceful=True)   # SIGTERM or SIGINT: drain, land, report
+
     async def main() -> CrawlReport:
         tune_crawl_process()
         report = CrawlReport()
+        with signals.installed():
+            return await crawl_with(report)
+
+    async def crawl_with(report: CrawlReport) -> CrawlReport:
         async with open_app(settings()) as comps:
             run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
-                        worker_id=worker_id, report=report)
+                        worker_id=worker_id, report=report, stop=signals.event)
             if as_json:
                 return await with_json_progress(run, report)
             with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -80,11 +97,15 @@ def crawl_cmd(
         report = uvloop.run(main())
     except StratacrawlError as e:
         fail(e)
-    if as_json:
-        return  # the report was the last JSON line
-    console.print(report_table(report))
-    dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())
-    console.print(f"discovered {report.discovery.queued} new URLs; dropped: {dropped or 'none'}")
+    except (KeyboardInterrupt, asyncio.CancelledError):  # a second signal: stopped at once
+        sys.exit(signals.exit_code or EXIT_INTERRUPTED)
+    if not as_json:  # (with --json the report was the last JSON line)
+        console.print(report_table(report))
+        dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())
+        console.print(f"discovered {report.discovery.queued} new URLs; dropped: "
+                      f"{dropped or 'none'}")
+    if signals.signum:   # stopped by a signal: its conventional code, after the report
+        sys.exit(signals.exit_code)
 
 
 def submit_cmd(

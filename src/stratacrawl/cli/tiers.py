@@ -129,10 +129,11 @@ def compensate_cmd(after_h: float | None = typer.Option(
         emit_json(dict(sorted(report.items())))
         return
     table = Table(title="compensation")
-    for col in ("source", "reclaimed", "rescheduled", "released", "unfinished", "failed 24 h"):
+    for col in ("source", "reclaimed", "rescheduled", "released", "re-queued", "unfinished",
+                "failed 24 h"):
         table.add_column(col)
     for sid, r in sorted(report.items()):
-        table.add_row(sid, str(r.reclaimed), str(r.rescheduled), str(r.released),
+        table.add_row(sid, str(r.reclaimed), str(r.rescheduled), str(r.released), str(r.requeued),
                       ", ".join(f"{k}: {v}" for k, v in sorted(r.unfinished.items())),
                       str(r.failed_24h))
     console.print(table)

@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
+from stratacrawl.errors import TIER_ERROR_NAMES
 
 
 def _claim_columns(t: str = "tasks") -> str:
@@ -309,6 +310,29 @@ class Ledger:
         """Give leased tasks back unfetched (shutdown, level-2 delay): ``RETRY_WAIT`` until due."""
         state = TaskState.RETRY_WAIT if due_at else TaskState.PENDING
         return await self.finish([Outcome(i, state, due_at=due_at) for i in ids], owner)
+
+    async def give_back(self, ids: Sequence[int], owner: str, reason: str) -> int:
+        """Leased tasks back to ``PENDING`` unfetched, the attempt their claim counted
+        refunded: the crawl stopped, or one of our own tiers did not answer — neither is
+        the page's fault, so neither may bring it closer to ``FAILED``."""
+        if not ids:
+            return 0
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
+                "lease_owner = NULL, lease_expires_at = NULL, last_error = %s, "
+                f"updated_at = now() WHERE id = ANY(%b::bigint[]) AND lease_owner = %s AND "
+                f"{_BY_ID_HELD}", (reason, sorted(ids), owner))
+            return cur.rowcount
+
+    async def requeue_tier_failures(self) -> list[str]:
+        """Tasks that ended ``FAILED`` because one of our tiers did not answer (an older
+        version spent attempts on that): ``PENDING`` and due now, attempts reset; the
+        source of each."""
+        return [r[0] for r in await self._rows(
+            "UPDATE tasks SET state = 'PENDING', due_at = now(), attempts = 0, "
+            "finished_at = NULL, updated_at = now() WHERE state = 'FAILED' AND "
+            "last_error = ANY(%s) RETURNING source_id", list(TIER_ERROR_NAMES))]
 
     async def counts(self) -> dict[str, dict[str, int]]:
         """Tasks per source and state."""

@@ -27,6 +27,7 @@ from stratacrawl.crawl.steps import (
     seed,
     spool_for,
 )
+from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.leases import keep_leases
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
@@ -94,8 +95,8 @@ class CrawlRun:
                     log.info("crawl: drained %d spooled rows", drained.rows)
                 async with self.discovering:
                     found = await discover_staged(self.comps, self.sources, hops=self.report.hops)
-            except DB_DOWN as e:  # PostgreSQL away: the writer spools; try again soon
-                log.warning("crawl: discovery paused (%s)", e)
+            except (*DB_DOWN, *TIER_DOWN) as e:  # a tier away (the writer spools): soon again
+                log.warning("crawl: discovery paused (%r)", e)
                 await asyncio.sleep(1.0)
                 continue
             self.report.discovery.merge(found)
@@ -128,7 +129,7 @@ class CrawlRun:
             # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
             # part of this crawl, not work for the next one.
             return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
-        except DB_DOWN:
+        except (*DB_DOWN, *TIER_DOWN):
             return False
 
     async def finish(self) -> None:
@@ -139,9 +140,10 @@ class CrawlRun:
         # short) goes back to the others at their next reclaim, not after a lease time.
         with contextlib.suppress(*DB_DOWN, *RETRYABLE):
             await Runs(pool=comps.pool).end(self.run_id)
-        self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,
-                                                          hops=self.report.hops))
-        with contextlib.suppress(*DB_DOWN):   # the last pages landed: the next crawl knows them
+        with contextlib.suppress(*DB_DOWN, *TIER_DOWN):  # else the next crawl discovers them
+            self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,
+                                                              hops=self.report.hops))
+        with contextlib.suppress(*DB_DOWN, *TIER_DOWN):  # the last pages landed: learn from them
             await mine_url_rules(comps, sources, force=True)
         self.report.demoted += await demote_at_end(comps)
 
@@ -150,9 +152,12 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                 seconds: float | None = None, worker_id: str | None = None,
                 progress: Callable[[CrawlReport], None] | None = None,
                 flush_rows: int = 1000, flush_s: float = 5.0,
-                report: CrawlReport | None = None) -> CrawlReport:
-    """Discovery and fetch together until nothing is due (or ``seconds`` pass);
-    ``report`` (if given) is filled in as the crawl goes."""
+                report: CrawlReport | None = None,
+                stop: asyncio.Event | None = None) -> CrawlReport:
+    """Discovery and fetch together until nothing is due (or ``seconds`` pass, or ``stop``
+    is set: a signal); ``report`` (if given) is filled in as the crawl goes. However it
+    ends, in-flight batches land what they fetched and give the rest back, the writer
+    flushes and the run's leases are released before it returns."""
     worker_id = worker_id or f"w-{uuid.uuid4().hex[:8]}"
     run_id = new_run_id(worker_id)  # leases, slots and heartbeat: this process's, not the name's
     report = report if report is not None else CrawlReport()
@@ -172,17 +177,18 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         run = CrawlRun(comps, sources, writer, run_id, report, progress)
-        stop = asyncio.Event()
-        discoverer = asyncio.create_task(run.discover_loop(stop))
+        done = asyncio.Event()   # the fetching is over: the loops beside it end
+        discoverer = asyncio.create_task(run.discover_loop(done))
         leases = asyncio.create_task(keep_leases(
-            comps.frontier, comps.runtime.database_url, run_id, stop))
+            comps.frontier, comps.runtime.database_url, run_id, done))
         port = comps.runtime.settings.worker_metrics_port
         exporter = asyncio.create_task(serve_metrics(
-            comps.redis, comps.pool, sources, port=port, stop=stop)) if port else None
+            comps.redis, comps.pool, sources, port=port, stop=done)) if port else None
         try:
-            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=run.idle)
+            await worker.run(until_idle=until_idle, seconds=seconds, idle_check=run.idle,
+                             stop=stop)
         finally:
-            stop.set()
+            done.set()
             await discoverer
             await leases
             if exporter is not None:

@@ -13,6 +13,7 @@ import zstandard
 
 from stratacrawl.cold.staging import claim_undiscovered, mark_discovered
 from stratacrawl.cold.tasks import NewTask
+from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -39,8 +40,8 @@ async def demote_safe(comps: Components, max_rounds: int | None = None,
     try:
         return await demote(comps.pool, comps.es, comps.runtime.layout, limit=limit,
                             max_rounds=max_rounds)
-    except DB_DOWN as e:
-        log.warning("crawl: demotion paused (%s)", e)
+    except (*DB_DOWN, *TIER_DOWN) as e:
+        log.warning("crawl: demotion paused (%r)", e)
         return DemoteStats(error=str(e))
 
 

@@ -23,7 +23,7 @@ import brotli
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from stratacrawl.errors import InvalidURL
+from stratacrawl.errors import TIER_DOWN, InvalidURL
 from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status, parse_retry_after
 from stratacrawl.fetch.decode import BoundedDecoder, TooLarge
 from stratacrawl.fetch.headers import browser_headers
@@ -43,6 +43,7 @@ MAX_REDIRECTS = 5
 LARGE_BODY_BYTES = 1 << 20
 LARGE_BODIES_AT_ONCE = 4
 LEVEL1_BACKOFF_S = (1.0, 3.0)
+DEADLINE_S = 60.0  # a fetch's whole time, retries included (``STRATACRAWL_FETCH_DEADLINE_S``)
 CONTENT_TYPES = ("text/html", "application/xhtml+xml", "application/json", "application/xml",
                  "text/xml", "text/plain", "application/rss+xml", "application/atom+xml",
                  "application/ld+json")
@@ -87,23 +88,46 @@ class SourceClient:
 
 
 class Fetcher:
+    """Fetches under politeness and robots. A fetch has a total deadline (``deadline_s``,
+    or its source's ``deadline_s``) over all its attempts, redirects and body reads: a
+    server that trickles its answer a byte a second is cut off there (``timeout-total``)
+    instead of holding its batch for the read timeout of every byte. An error of one of
+    our own tiers (Redis for the pace and robots.txt) is not classified: it propagates,
+    and the worker gives the task back without spending an attempt."""
+
     def __init__(self, *, politeness: Politeness, robots: RobotsCache,
                  rng: random.Random | None = None,
-                 backoff_s: tuple[float, ...] = LEVEL1_BACKOFF_S) -> None:
+                 backoff_s: tuple[float, ...] = LEVEL1_BACKOFF_S,
+                 deadline_s: float = DEADLINE_S) -> None:
         self.politeness = politeness
         self.robots = robots
         self.rng = rng or random.Random()
         self.backoff_s = backoff_s
+        self.deadline_s = deadline_s
         self._large_bodies = asyncio.Semaphore(LARGE_BODIES_AT_ONCE)
         self.large_bodies_reading = 0  # past LARGE_BODY_BYTES now (<= LARGE_BODIES_AT_ONCE)
 
     async def fetch(self, client: SourceClient, source: Source, url: str,
                     validators: dict[str, str] | None = None,
                     trace_id: str | None = None) -> FetchResult:
-        """Fetch with at most ``len(backoff_s)`` level-1 retries (transient errors only)."""
+        """Fetch with at most ``len(backoff_s)`` level-1 retries (transient errors only),
+        all within the fetch's deadline."""
         trace_id = trace_id or uuid.uuid4().hex
-        result = None
+        deadline = source.deadline_s or self.deadline_s
+        started, fetched_at = time.monotonic(), datetime.now(UTC)
         retried: list[str] = []
+        try:
+            async with asyncio.timeout(deadline):
+                return await self._attempts(client, source, url, validators, trace_id, retried)
+        except TimeoutError:
+            return FetchResult(url=url, verdict=Verdict(Kind.TRANSIENT, "timeout-total"),
+                               fetched_at=fetched_at, trace_id=trace_id,
+                               elapsed_ms=(time.monotonic() - started) * 1000, retried=retried)
+
+    async def _attempts(self, client: SourceClient, source: Source, url: str,
+                        validators: dict[str, str] | None, trace_id: str,
+                        retried: list[str]) -> FetchResult:
+        result = None
         for attempt in range(1, len(self.backoff_s) + 2):
             result = await self._once(client, source, url, validators or {}, trace_id, attempt)
             if result.verdict.kind is Kind.RATE_LIMITED and result.status in (429, 503):
@@ -194,6 +218,8 @@ class Fetcher:
                 return done(Verdict(Kind.TERMINAL, "too-many-redirects"), redirects=hops)
         except SourceHeld as held:  # Retry-After: nobody sends to this source until then
             return done(Verdict(Kind.RATE_LIMITED, "source-held", held.seconds), redirects=hops)
+        except TIER_DOWN:  # our Redis, not the site: the worker gives the task back
+            raise
         except Exception as exc:  # transport errors, timeouts
             return done(classify_exception(exc), redirects=hops)
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 from protego import Protego
 
+from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.fetch.tls import ssl_context
@@ -89,8 +90,8 @@ class RobotsCache:
                 if before_fetch is not None:  # robots.txt is a request like any other: paced
                     await before_fetch()
                 status, text = await self.get_text(org + "/robots.txt", allow_private)
-            except SourceHeld:  # the site said wait (Retry-After): not an answer on robots
-                raise
+            except (SourceHeld, *TIER_DOWN):  # the site said wait (Retry-After), or our
+                raise                           # Redis did not answer: no answer on robots
             except Exception:  # no answer, or a redirect onto a private network (InvalidURL)
                 status, text = 599, ""
             if 200 <= status < 300:

@@ -20,14 +20,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.pool import ping
 from stratacrawl.cold.staging import StagedFetch, make_row, to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
-from stratacrawl.errors import InvalidURL
-from stratacrawl.fetch.fetcher import Fetcher, SourceClient
+from stratacrawl.errors import TIER_DOWN, InvalidURL
+from stratacrawl.fetch.fetcher import DEADLINE_S, Fetcher, SourceClient
 from stratacrawl.fetch.hop import ListHop
+from stratacrawl.fetch.outage import Outage
 from stratacrawl.fetch.outcomes import outcome_for
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
@@ -49,7 +52,8 @@ from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
 
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5
-DRAIN_S = 30.0
+DRAIN_S = 10.0   # a stopping worker's in-flight requests get this long (STRATACRAWL_DRAIN_S)
+OUTAGE_S = 300.0  # how long a worker waits for a tier that went away (STRATACRAWL_TIER_OUTAGE_S)
 CLAIMS_AT_ONCE = 32
 # Worker weights and source order are re-read this often (200 sources: one 200-command
 # pipeline), not on every batch that finishes.
@@ -87,7 +91,9 @@ class FetchWorker:
                  sources: SourcesFile, writer: StagingWriter, worker_id: str,
                  run_id: str | None = None, max_batches: int = 64, monitoring: bool = True,
                  rng: random.Random | None = None, hop: ListHop | None = None,
-                 on_result: Callable[[str, FetchResult], None] | None = None) -> None:
+                 on_result: Callable[[str, FetchResult], None] | None = None,
+                 drain_s: float = DRAIN_S, outage_s: float = OUTAGE_S,
+                 deadline_s: float = DEADLINE_S) -> None:
         self.frontier = frontier
         self.hop = hop   # list pages' links into the frontier right after their fetch
         self.last_fetch_at: float | None = None   # time.monotonic() of the latest fetch
@@ -105,7 +111,14 @@ class FetchWorker:
         self.politeness = Politeness(redis=redis, rng=self.rng)
         self.robots = RobotsCache(redis=redis)
         self.budget = RecrawlBudget(redis=redis)
-        self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng)
+        self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng,
+                               deadline_s=deadline_s)
+        self.drain_s = drain_s
+        # Set when the worker stops (a signal, its time is up): batches fetch no further
+        # task, land what they fetched and give the rest back.
+        self.stopping = False
+        self.outage = Outage(limit_s=outage_s, probes={
+            "Redis": redis.ping, "PostgreSQL": lambda: ping(pool, wait_s=2)})
         self.sessions = Sessions(redis=redis, pool=pool, worker=worker_id)
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
@@ -138,68 +151,108 @@ class FetchWorker:
             await self.politeness.acquire_slot(source.id, holder, source.concurrency)
         self._slots[holder] = source.id
         stats = self.stats.setdefault(source.id, SourceStats())
-        try:
-            batch.tasks = await self._drop_redundant(source, batch, stats)
-            batch.tasks = await self._within_budget(source, batch, stats)
-            if not batch.tasks:
-                return
-            await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
-            client = await self.client_for(source)
-            results, staged, news = await self._fetch_all(source, batch, client)
-            for task, r in results:
-                if not r.verdict.success:
-                    log.info("fetch failed: %s", r.verdict.reason, extra={
-                        "source_id": source.id, "task_id": task.id, "batch_id": batch.batch_id,
-                        "url_hash": task.url_hash, "trace_id": r.trace_id,
-                        "worker": self.worker_id, "latency_ms": round(r.elapsed_ms, 1),
-                        "status": r.status, "error": r.verdict.reason})
-            failures = sum(1 for _, r in results if not r.verdict.success)
-            level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
-            stats.delayed_batches += int(level2)
-            now = datetime.now(UTC)
-            for (task, result), item in zip(results, staged, strict=True):
-                item.outcome = outcome_for(task, result, source, level2, now, item.content_hash,
-                                           news.get(task.id))
-                await self.writer.add(source.id, item)
-                stats.fetched += 1
-                stats.latency_ms += result.elapsed_ms
-                stats.bytes += result.size
-                stats.reasons[result.verdict.reason] += 1
-                stats.retries.update(result.retried)
-                if result.status == 304:
-                    stats.not_modified += 1
-                elif result.verdict.success:
-                    stats.ok += 1
-                else:
-                    stats.failed += 1
-            await self.sessions.save(source.id)
-            if self.live is not None:
-                try:  # monitoring must never stop a fetch
-                    await self.live.record_batch(source.id, self.worker_id,
-                                                 [(t.url_hash, r) for t, r in results])
-                except Exception as e:
-                    log.warning("fetch: live metrics not recorded: %s", e)
-        finally:
-            self._slots.pop(holder, None)
-            await self.politeness.release_slot(source.id, holder)
-
-    async def _fetch_all(self, source: Source, batch: Batch, client: SourceClient,
-                         ) -> tuple[list[tuple[ClaimedTask, FetchResult]], list[StagedFetch],
-                                    dict[int, bool]]:
-        """Fetch the batch's tasks one after the other (conditionally, with the validators
-        hot holds); each result as a staging row, and the news of every list page whose
-        links the hop put in the frontier (task id → whether it showed news)."""
-        validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
         results: list[tuple[ClaimedTask, FetchResult]] = []
         staged: list[StagedFetch] = []
         news: dict[int, bool] = {}
+        try:
+            try:
+                batch.tasks = await self._drop_redundant(source, batch, stats)
+                batch.tasks = await self._within_budget(source, batch, stats)
+                if not batch.tasks:
+                    return
+                await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
+                client = await self.client_for(source)
+                await self._fetch_all(source, batch, client, results, staged, news)
+            except TIER_DOWN as e:  # our tier, not the site: what was fetched lands
+                self.outage.failed(e)
+                await self._hand_over(source, batch, results, staged, news, stats,
+                                      "tier-unavailable")
+            except asyncio.CancelledError:  # the drain time is up: the same, then stop
+                await self._hand_over(source, batch, results, staged, news, stats, "stopped")
+                raise
+            else:
+                await self._hand_over(source, batch, results, staged, news, stats, "stopped")
+        finally:
+            self._slots.pop(holder, None)
+            with contextlib.suppress(*TIER_DOWN):  # unreleased, it expires (SLOT_TTL_S)
+                await self.politeness.release_slot(source.id, holder)
+
+    async def _hand_over(self, source: Source, batch: Batch,
+                         results: list[tuple[ClaimedTask, FetchResult]],
+                         staged: list[StagedFetch], news: dict[int, bool],
+                         stats: SourceStats, reason: str) -> None:
+        """The batch's fetched pages to the staging writer with their outcomes; its tasks
+        not fetched (the worker stopping, a tier away) back to the queue, ``reason`` in
+        their ``last_error``, their attempt refunded."""
+        fetched = {t.id for t, _ in results}
+        left = [t.id for t in batch.tasks if t.id not in fetched]
+        if left:
+            try:
+                await self.ledger.give_back(left, self.run_id, reason)
+                await self.frontier.finished(source.id, left, self.run_id)
+            except TIER_DOWN as e:  # their leases expire and are reclaimed instead
+                self.outage.failed(e)
+        if results:
+            await self._record(source, batch, results, staged, news, stats)
+
+    async def _record(self, source: Source, batch: Batch,
+                      results: list[tuple[ClaimedTask, FetchResult]],
+                      staged: list[StagedFetch], news: dict[int, bool],
+                      stats: SourceStats) -> None:
+        """Outcomes of the fetched tasks, their pages to the staging writer, the stats."""
+        for task, r in results:
+            if not r.verdict.success:
+                log.info("fetch failed: %s", r.verdict.reason, extra={
+                    "source_id": source.id, "task_id": task.id, "batch_id": batch.batch_id,
+                    "url_hash": task.url_hash, "trace_id": r.trace_id,
+                    "worker": self.worker_id, "latency_ms": round(r.elapsed_ms, 1),
+                    "status": r.status, "error": r.verdict.reason})
+        failures = sum(1 for _, r in results if not r.verdict.success)
+        level2 = len(results) > 1 and failures / len(results) > LEVEL2_FAILURE_RATE
+        stats.delayed_batches += int(level2)
+        now = datetime.now(UTC)
+        for (task, result), item in zip(results, staged, strict=True):
+            item.outcome = outcome_for(task, result, source, level2, now, item.content_hash,
+                                       news.get(task.id))
+            await self.writer.add(source.id, item)
+            stats.fetched += 1
+            stats.latency_ms += result.elapsed_ms
+            stats.bytes += result.size
+            stats.reasons[result.verdict.reason] += 1
+            stats.retries.update(result.retried)
+            if result.status == 304:
+                stats.not_modified += 1
+            elif result.verdict.success:
+                stats.ok += 1
+            else:
+                stats.failed += 1
+        try:
+            await self.sessions.save(source.id)
+        except TIER_DOWN as e:  # cookies are saved again after the next batch
+            self.outage.failed(e)
+        if self.live is not None:
+            try:  # monitoring must never stop a fetch
+                await self.live.record_batch(source.id, self.worker_id,
+                                             [(t.url_hash, r) for t, r in results])
+            except Exception as e:
+                log.warning("fetch: live metrics not recorded: %s", e)
+
+    async def _fetch_all(self, source: Source, batch: Batch, client: SourceClient,
+                         results: list[tuple[ClaimedTask, FetchResult]],
+                         staged: list[StagedFetch], news: dict[int, bool]) -> None:
+        """Fetch the batch's tasks one after the other (conditionally, with the validators
+        hot holds) until done or the worker stops; into ``results`` and ``staged`` each
+        fetch and its staging row, into ``news`` whether each list page whose links the hop
+        put in the frontier showed news (task id → bool)."""
+        validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
         for task, hot in zip(batch.tasks, validators, strict=True):
+            if self.stopping:
+                break
             v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
             result = await self.fetcher.fetch(client, source, task.url,
                                               {k: x for k, x in v.items() if x},
                                               trace_id=task.trace_id)
             fetched = self.last_fetch_at = time.monotonic()
-            results.append((task, result))
             self.latency.add(result.elapsed_ms)
             if self.on_result:
                 self.on_result(source.id, result)
@@ -217,6 +270,7 @@ class FetchWorker:
                         self._wake.set()
             item = self._staged(task, result, source, content_hash, same,
                                 discovered=page is not None)  # compressed from here
+            results.append((task, result))  # together: a cancelled batch lands what it holds
             staged.append(item)
             if content_hash and result.status == 200 and source.url_rules.learn:
                 self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url)
@@ -224,7 +278,6 @@ class FetchWorker:
             if result.verdict.reason == "source-held":  # Retry-After: skip it till then
                 self._skip_until[source.id] = time.monotonic() + (
                     result.verdict.retry_after_s or 0.0)
-        return results, staged, news
 
     async def _drop_redundant(self, source: Source, batch: Batch,
                               stats: SourceStats) -> list[ClaimedTask]:
@@ -407,14 +460,26 @@ class FetchWorker:
         slot_keeper = asyncio.create_task(self.keep_slots(slots_done))
         try:
             while not (stop and stop.is_set()) and not (deadline and time.monotonic() > deadline):
+                if self.outage.down:  # a tier away: no claims until it answers (or the limit)
+                    await self.outage.recovered()
+                    self._collect()
+                    continue
                 if time.monotonic() - last_beat > 2:
-                    await self.heartbeat()
-                    last_beat = time.monotonic()
+                    try:
+                        await self.heartbeat()
+                        last_beat = time.monotonic()
+                    except TIER_DOWN as e:
+                        self.outage.failed(e)
+                        continue
                 if self.writer.degraded and not await self.writer.probe():
-                    await asyncio.sleep(1.0)  # PostgreSQL away: no new claims, the spool holds
+                    # PostgreSQL away: no new claims, the spool holds what was fetched
+                    self.outage.failed(psycopg.OperationalError("staging spools its pages"))
                     continue
                 try:
                     started = await self._start_batches()
+                except TIER_DOWN as e:
+                    self.outage.failed(e)
+                    continue
                 except Exception as e:  # a tier hiccup: back off, keep the batches running
                     log.warning("fetch: cannot claim (%s); retrying", e)
                     started = 0
@@ -424,25 +489,37 @@ class FetchWorker:
                         self._wake.clear()
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._wake.wait(), timeout=0.2)
-                    done, self._finished = self._finished, []
-                    for task in done:
-                        sid = self.active.pop(task)
-                        if not task.cancelled() and task.exception():
-                            log.error("fetch: batch of %s failed: %r", sid, task.exception())
+                    self._collect()
                 elif not started:
                     if until_idle and (idle_check is None or await idle_check()):
                         break
                     await asyncio.sleep(0.2)
         finally:
-            # Running batches get a moment to finish; what is cancelled keeps its leases,
-            # which expire and are reclaimed (as after a crash).
-            if self.active:
-                await asyncio.wait(self.active, timeout=DRAIN_S)
-            for task in self.active:
-                task.cancel()
-            await asyncio.gather(*self.active, return_exceptions=True)
-            self.active.clear()
+            await self._drain()
             slots_done.set()
             await slot_keeper
-            await self.scheduler.leave(self.run_id)
+            with contextlib.suppress(*TIER_DOWN):
+                await self.scheduler.leave(self.run_id)
             await self.close()
+
+    def _collect(self) -> None:
+        """Forget the batches that finished (a batch that raised is logged)."""
+        done, self._finished = self._finished, []
+        for task in done:
+            sid = self.active.pop(task)
+            if not task.cancelled() and task.exception():
+                log.error("fetch: batch of %s failed: %r", sid, task.exception())
+
+    async def _drain(self) -> None:
+        """Stop: running batches fetch no further task and get ``drain_s`` for the
+        requests in flight; then they are cancelled. Either way a batch lands what it
+        fetched and gives its other tasks back (no attempt spent) — nothing is left
+        FETCHING for its lease to expire."""
+        self.stopping = True
+        self._wake.set()
+        if self.active:
+            await asyncio.wait(self.active, timeout=self.drain_s)
+        for task in self.active:
+            task.cancel()
+        await asyncio.gather(*self.active, return_exceptions=True)
+        self.active.clear()

@@ -4,6 +4,8 @@
 - tasks overdue by more than the threshold are re-scheduled now, one priority up (their
   source starved, or the hot window lost them);
 - batches parked in the delay queue beyond any legitimate delay are released;
+- tasks that ended FAILED because one of our own tiers did not answer (never the page's
+  fault; older versions spent attempts on it) are queued again;
 - a report per source: what was done and what is still unfinished, by age.
 """
 
@@ -22,6 +24,7 @@ class SourceCompensation:
     reclaimed: int = 0
     rescheduled: int = 0
     released: int = 0
+    requeued: int = 0     # FAILED for a tier that did not answer: queued again
     unfinished: dict[str, int] = field(default_factory=dict)   # age bucket → tasks
     failed_24h: int = 0
 
@@ -47,11 +50,15 @@ async def compensate(frontier: Frontier, *, overdue_after: timedelta,
     for sid in await run("release parked batches",
                          lambda: ledger.release_parked(LEVEL2_DELAY * 2)):
         of(sid).released += 1
+    for sid in await run("re-queue tasks failed by a tier outage",
+                         ledger.requeue_tier_failures):
+        of(sid).requeued += 1
     for sid, bucket, n in await run("count unfinished work", ledger.unfinished_by_age):
         of(sid).unfinished[bucket] = n
     for sid, n in await run("count failures of the last day", ledger.failed_last_day):
         of(sid).failed_24h = n
-    moved = [sid for sid, r in report.items() if r.reclaimed or r.rescheduled or r.released]
+    moved = [sid for sid, r in report.items() if r.reclaimed or r.rescheduled or r.released
+             or r.requeued]
 
     async def refill() -> None:
         for sid in moved:

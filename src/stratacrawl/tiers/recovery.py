@@ -123,6 +123,8 @@ class Recovery:
 
         await step("reclaim expired leases",  # and those of runs that stopped beating
                    lambda: self.frontier.reclaim(dead_after=DEAD_AFTER), lambda n: f"{n} tasks")
+        await step("re-queue tasks failed by a tier outage",
+                   self.ledger.requeue_tier_failures, lambda ids: f"{len(ids)} tasks")
         await step("rebuild hot ready queues", self.rebuild_queues, lambda n: f"{n} tasks")
         report.resumed_after_s = time.monotonic() - t0
         await step("restore sessions", lambda: restore_sessions(self.redis, self.pool),

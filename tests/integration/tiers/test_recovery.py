@@ -76,12 +76,13 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
 
         report = await comps.recovery().run()
         names = [s.name for s in report.steps]
-        assert names == ["reclaim expired leases", "rebuild hot ready queues", "restore sessions",
-                         "drain spool", "rebuild Bloom filter", "re-index warm where short of cold"]
+        assert names == ["reclaim expired leases", "re-queue tasks failed by a tier outage",
+                         "rebuild hot ready queues", "restore sessions", "drain spool",
+                         "rebuild Bloom filter", "re-index warm where short of cold"]
         assert await comps.bloom.is_ready()
         assert sum([await comps.redis.zcard(ready_key(s.id)) for s in sources.sources]) > 0
         assert await comps.bloom.contains([fingerprint(u) for u in known]) == [True] * len(known)
-        assert (await comps.recovery().run()).steps[4].result == "already complete"  # idempotent
+        assert (await comps.recovery().run()).steps[5].result == "already complete"  # idempotent
 
         await crawl(comps, sources_for(specs, rate=100.0), until_idle=True, seconds=120,
                     flush_s=0.3)
