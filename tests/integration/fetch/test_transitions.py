@@ -4,7 +4,6 @@ trickles bytes. Each crawl here is a ``stratacrawl crawl`` process, as an operat
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
