@@ -9,7 +9,6 @@ out is good enough (required fields) is the cleaner's job, not the extractor's.
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -18,12 +17,13 @@ from urllib.parse import urljoin, urlsplit
 import parsel
 import trafilatura
 from selectolax.lexbor import LexborHTMLParser
+from w3lib.encoding import html_to_unicode
 
 from stratacrawl.clean.coerce import coerce
 from stratacrawl.errors import FormatError
 from stratacrawl.sources import ArticleExtract, FieldRule, JsonExtract, RulesExtract, Source
 
-_CHARSET = re.compile(r"charset=[\"']?([\w.:-]+)", re.I)
+DETECT_BYTES = 64 * 1024   # what the detector reads of a body that declares no encoding
 _META_DATES = ("meta[property='article:published_time']", "meta[name='article:published_time']",
                "meta[itemprop='datePublished']", "meta[name='date']", "meta[name='pubdate']")
 
@@ -41,18 +41,32 @@ class Extracted:
     canonical_url: str          # rel=canonical (same host), the record's own URL, or the page URL
 
 
-def page_text(page: Page) -> str:
-    """The body as text: charset from Content-Type, else UTF-8, else Windows-1252."""
-    m = _CHARSET.search(page.content_type or "")
-    if m:
-        try:
-            return page.body.decode(m.group(1), "replace")
-        except LookupError:
-            pass
+def _detect(body: bytes) -> str:
+    """The encoding of a body that declares none: UTF-8 when it decodes as UTF-8, else
+    what ``charset_normalizer`` finds likeliest, else Windows-1252 (what browsers assume)."""
     try:
-        return page.body.decode("utf-8")
+        body.decode("utf-8")
+        return "utf-8"
     except UnicodeDecodeError:
-        return page.body.decode("cp1252", "replace")
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body[:DETECT_BYTES]).best()
+    return best.encoding if best is not None else "cp1252"
+
+
+def decode_page(page: Page) -> tuple[str, str]:
+    """(text, encoding used) of the body, found as a browser finds it (the HTML standard's
+    sniffing order): a byte-order mark, the Content-Type charset, a ``<meta charset>`` or
+    ``http-equiv`` declaration in the first 1,024 bytes, then a detector. w3lib implements
+    the order (and the WHATWG aliases: ``latin-1`` means windows-1252, as in browsers)."""
+    encoding, text = html_to_unicode(page.content_type, page.body, auto_detect_fun=_detect)
+    return text, encoding
+
+
+def page_text(page: Page) -> str:
+    """The body as text (see :func:`decode_page`)."""
+    return decode_page(page)[0]
 
 
 def _same_host_url(candidate: str | None, page_url: str) -> str | None:

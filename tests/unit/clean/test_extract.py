@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stratacrawl.clean.coerce import coerce
-from stratacrawl.clean.extract import Page, extractor_for
+from stratacrawl.clean.extract import Page, decode_page, extractor_for
 from stratacrawl.errors import FormatError, SourcesError
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.content import get_item
@@ -63,6 +63,35 @@ def test_charset_from_content_type() -> None:
     body = "<h1>Café</h1>".encode("latin-1")
     (rec,) = extractor_for(src).extract(Page("http://h/p", "text/html; charset=ISO-8859-1", body))
     assert rec.fields["name"] == "Café"
+
+
+RU_TITLE = "Привет мир"
+RU_TEXT = ("Это длинный текст статьи на русском языке, чтобы извлечь его как статью. " * 6).strip()
+
+
+@pytest.mark.parametrize(("content_type", "head"), [
+    ("text/html", '<meta charset="windows-1251">'),                      # <meta charset> only
+    ("text/html", '<meta http-equiv="Content-Type" content="text/html; charset=windows-1251">'),
+    ("text/html; charset=windows-1251", ""),                             # the header
+    ("text/html", ""),                                                   # nothing: the detector
+])
+def test_encoding_is_found_as_a_browser_finds_it(content_type: str, head: str) -> None:
+    """A windows-1251 page that declares its encoding only in ``<meta charset>`` was read
+    as UTF-8/Latin-1: its title came out as mojibake in the records."""
+    html = (f"<html><head>{head}<title>{RU_TITLE}</title></head><body><article>"
+            f"<h1>{RU_TITLE}</h1><p>{RU_TEXT}</p></article></body></html>")
+    page = Page("http://h/a/1", content_type, html.encode("cp1251"))
+    assert decode_page(page)[1] == "cp1251"
+    (rec,) = extractor_for(source(kind="rules", fields={"name": {"css": "h1"}})).extract(page)
+    assert rec.fields["name"] == RU_TITLE
+    (article,) = extractor_for(source(kind="article")).extract(page)
+    assert article.fields["title"] == RU_TITLE and "русском" in article.fields["text"]
+
+
+def test_a_byte_order_mark_wins_over_a_wrong_declaration() -> None:
+    body = "\ufeff<meta charset='iso-8859-1'><h1>Grüße</h1>".encode("utf-8")
+    assert decode_page(Page("http://h/", "text/html; charset=iso-8859-1", body)) == (
+        "<meta charset='iso-8859-1'><h1>Grüße</h1>", "utf-8")
 
 
 def test_article_matches_the_simulator_truth() -> None:
