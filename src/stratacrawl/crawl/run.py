@@ -18,6 +18,7 @@ from stratacrawl.cold.runs import Runs, new_run_id
 from stratacrawl.cold.staging import has_undiscovered
 from stratacrawl.crawl.report import CrawlReport
 from stratacrawl.crawl.steps import (
+    AWAY,
     demote_at_end,
     demote_safe,
     discover_staged,
@@ -27,7 +28,6 @@ from stratacrawl.crawl.steps import (
     seed,
     spool_for,
 )
-from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.leases import keep_leases
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
@@ -95,7 +95,7 @@ class CrawlRun:
                     log.info("crawl: drained %d spooled rows", drained.rows)
                 async with self.discovering:
                     found = await discover_staged(self.comps, self.sources, hops=self.report.hops)
-            except (*DB_DOWN, *TIER_DOWN) as e:  # a tier away (the writer spools): soon again
+            except AWAY as e:  # a tier away (the writer spools): soon again
                 log.warning("crawl: discovery paused (%r)", e)
                 await asyncio.sleep(1.0)
                 continue
@@ -129,7 +129,7 @@ class CrawlRun:
             # failed a moment ago (30 s, then 60 s) or was told to wait by a 429 is
             # part of this crawl, not work for the next one.
             return not await comps.ledger.sources_with_due_work(sources.ids, IDLE_HORIZON)
-        except (*DB_DOWN, *TIER_DOWN):
+        except AWAY:
             return False
 
     async def finish(self) -> None:
@@ -140,10 +140,10 @@ class CrawlRun:
         # short) goes back to the others at their next reclaim, not after a lease time.
         with contextlib.suppress(*DB_DOWN, *RETRYABLE):
             await Runs(pool=comps.pool).end(self.run_id)
-        with contextlib.suppress(*DB_DOWN, *TIER_DOWN):  # else the next crawl discovers them
+        with contextlib.suppress(*AWAY):  # else the next crawl discovers them
             self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,
                                                               hops=self.report.hops))
-        with contextlib.suppress(*DB_DOWN, *TIER_DOWN):  # the last pages landed: learn from them
+        with contextlib.suppress(*AWAY):  # the last pages landed: learn from them
             await mine_url_rules(comps, sources, force=True)
         self.report.demoted += await demote_at_end(comps)
 

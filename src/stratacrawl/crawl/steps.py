@@ -31,6 +31,9 @@ from stratacrawl.wiring import Components
 log = logging.getLogger(__name__)
 
 
+# A tier away (PostgreSQL: the writer spools meanwhile): a crawl's side work pauses and
+# tries again; it never stops the crawl.
+AWAY: tuple[type[BaseException], ...] = (*DB_DOWN, *TIER_DOWN)
 END_FIRST_ROWS = 1000   # the end demotion's first round; then sized to the time left
 
 
@@ -40,7 +43,7 @@ async def demote_safe(comps: Components, max_rounds: int | None = None,
     try:
         return await demote(comps.pool, comps.es, comps.runtime.layout, limit=limit,
                             max_rounds=max_rounds)
-    except (*DB_DOWN, *TIER_DOWN) as e:
+    except AWAY as e:
         log.warning("crawl: demotion paused (%r)", e)
         return DemoteStats(error=str(e))
 

@@ -25,6 +25,8 @@ from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.urls import check_target
 
+NO_ANSWER: tuple[type[BaseException], ...] = (SourceHeld, *TIER_DOWN)
+
 TTL_S = 3600
 RETRY_BACKOFF_S = (1.0, 3.0)  # as level-1 retries of a page
 UNAVAILABLE = "\x00unavailable"
@@ -90,8 +92,8 @@ class RobotsCache:
                 if before_fetch is not None:  # robots.txt is a request like any other: paced
                     await before_fetch()
                 status, text = await self.get_text(org + "/robots.txt", allow_private)
-            except (SourceHeld, *TIER_DOWN):  # the site said wait (Retry-After), or our
-                raise                           # Redis did not answer: no answer on robots
+            except NO_ANSWER:  # the site said wait (Retry-After), or our Redis did not
+                raise          # answer: neither is an answer on robots.txt
             except Exception:  # no answer, or a redirect onto a private network (InvalidURL)
                 status, text = 599, ""
             if 200 <= status < 300:
