@@ -69,6 +69,32 @@ def main_module_left_out() -> Iterator[None]:
             main.__file__ = path
 
 
+PARENT_CHECK_S = 0.5
+EXIT_ORPHANED = 143   # as if SIGTERM had reached it
+
+
+def die_with_parent(parent: int) -> None:
+    """Run in a spawned child first: the child ends when ``parent`` does, however it dies
+    (kill -9 included: no signal handler of the parent's runs then). A daemon thread
+    watches the child's parent id, which changes when the parent is gone (the child is
+    re-parented); the child then exits at once. Its open transaction rolls back, and
+    what it had claimed is claimed again by the next cleaner. Without this, a cleaner
+    outlived a killed ``clean --processes 2``, cleaning on, then waiting forever on the
+    dead parent's pipe."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(EXIT_ORPHANED)
+
+    if os.getppid() != parent:   # gone before this child got here
+        os._exit(EXIT_ORPHANED)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+
 def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
     import uvloop
 
@@ -104,11 +130,22 @@ async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob,
     total = CleanStats()
     t0 = loop.time()
     spawned = processes - 1
-    with ProcessPoolExecutor(spawned, mp_context=multiprocessing.get_context("spawn")) as ex:
+    ex = ProcessPoolExecutor(spawned, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
         with main_module_left_out():   # the processes start on these submits
             children = [loop.run_in_executor(ex, _clean_in_process, target, job)
                         for _ in range(spawned)]
         for stats in await asyncio.gather(here, *children):
             total.merge(stats)
+    except BaseException:
+        # Stopped (a signal cancels the command) or failed: the children stop too, now
+        # (their transactions roll back; what they held is claimed again).
+        # (ProcessPoolExecutor has no public way to end its workers before Python 3.14.)
+        for proc in list(getattr(ex, "_processes", {}).values()):
+            proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
     total.seconds = loop.time() - t0
     return total

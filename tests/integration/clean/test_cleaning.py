@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from datetime import UTC, datetime
 from typing import Any
 
@@ -207,3 +213,65 @@ async def test_claims_are_sized_to_the_measured_pace(comps: Components, site) ->
     for _ in range(20):
         cleaner._learn_pace(0.0005)
     assert cleaner._claim_size() == 200
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+async def test_a_killed_clean_leaves_no_cleaner_behind(comps: Components, site, tmp_path,
+                                                       how: signal.Signals) -> None:
+    """``clean --processes 2`` killed (kill -9, or SIGTERM) while it cleans: its spawned
+    cleaner is gone within 5 s (it once cleaned on, then waited on the dead parent's pipe
+    for good), and a restart cleans the rest, every item once."""
+    import yaml
+
+    from tests.helpers import tier_env
+
+    st, specs = site
+    path = tmp_path / "sources.yaml"
+    path.write_text(yaml.safe_dump(sources_for(specs).model_dump(mode="json",
+                                                                 exclude={"path"})))
+    await crawl(comps, sources_for(specs), until_idle=True, seconds=120, flush_s=0.5)
+    env = tier_env(comps, tmp_path / "state")
+    args = [sys.executable, "-m", "stratacrawl", "clean", "--sources", str(path),
+            "--processes", "2", "--follow", "--seconds", "120"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        kids: list[int] = []
+        while time.monotonic() < deadline and not kids:
+            kids = [k for k in _children(proc.pid) if "python" in
+                    Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+            await asyncio.sleep(0.2)
+        assert kids, "the clean should have spawned a cleaner"
+        await asyncio.sleep(4.0)   # the child imports, then cleans
+        proc.send_signal(how)
+        proc.wait(30)
+        gone_by = time.monotonic() + 5
+        while time.monotonic() < gone_by and any(_alive(k) for k in kids):
+            await asyncio.sleep(0.1)
+        assert not any(_alive(k) for k in kids), f"cleaner {kids} outlived its parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == signal.SIGTERM:
+        assert proc.returncode == 143, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    done = subprocess.run(args[:-3], env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    truth, records = st.sim.truth(), await records_by_url(comps)
+    assert all(len(v) == 1 for v in records.values())   # no record twice
+    assert sum(len(items) for items in truth.values()) == len(records)
