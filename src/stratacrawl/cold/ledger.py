@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
+from stratacrawl.cold.runs import LOCK_FREE
 from stratacrawl.errors import TIER_ERROR_NAMES
 
 
@@ -275,13 +276,16 @@ class Ledger:
             return [int(r[0]) for r in await cur.fetchall()]
 
     async def reclaim_expired(self, dead_after: timedelta | None = None,
-                              ) -> list[tuple[str, int]]:
+                              by_lock: bool = False) -> list[tuple[str, int]]:
         """Expired leases go back to PENDING, and so do those of runs that ended (they
         said so in ``crawl_runs``) — and, with ``dead_after``, of runs whose heartbeat is
-        older than that, whatever their expiry; returns (source, id) of each task."""
-        stale = "OR heartbeat_at < now() - %s" if dead_after is not None else ""
-        dead = ("OR lease_owner IN (SELECT run_id FROM crawl_runs WHERE ended_at IS NOT NULL "
-                f"{stale})")
+        older than that, and with ``by_lock``, of runs whose advisory lock nobody holds
+        (their connection closed: see :mod:`stratacrawl.cold.runs`), whatever their
+        expiry; returns (source, id) of each task."""
+        stale = "OR r.heartbeat_at < now() - %s" if dead_after is not None else ""
+        unlocked = f"OR {LOCK_FREE}" if by_lock else ""
+        dead = ("OR lease_owner IN (SELECT run_id FROM crawl_runs r WHERE r.ended_at IS NOT "
+                f"NULL {stale} {unlocked})")
         async with self.pool.connection() as conn:
             # SKIP LOCKED: every worker reclaims at the same moment (a dead worker's
             # leases expire together); two plain UPDATEs locking the same rows in

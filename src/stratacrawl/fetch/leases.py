@@ -11,7 +11,7 @@ import time
 
 from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool
-from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, Runs
+from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, LOCK_STEADY_S, Runs
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.staging.writer import DB_DOWN, RETRYABLE
 
@@ -35,7 +35,10 @@ async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
     """The loop of :func:`keep_leases`; it also beats this run's heartbeat every
     ``BEAT_S``. Dead runs' leases are reclaimed only once this run has beaten for
     ``DEAD_AFTER`` without a gap: after a PostgreSQL outage every run's last beat is old,
-    and the living must get a beat in before anyone counts them dead."""
+    and the living must get a beat in before anyone counts them dead. A run whose
+    advisory lock nobody holds (its process died, its connection closed) is dead at
+    once; that is judged after ``LOCK_STEADY_S`` of beating, by when every living run has
+    taken its lock again after an outage."""
     lease_s = frontier.lease.total_seconds()
     renew_every = max(0.2, lease_s / 3)
     next_renewal = time.monotonic() + renew_every
@@ -47,7 +50,7 @@ async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
             if now >= next_beat:
                 next_beat = now + BEAT_S
                 if healthy_since is None:
-                    await runs.start(owner)
+                    await runs.start(owner)   # (again after an outage: the lock too)
                     healthy_since = time.monotonic()
                 else:
                     await runs.beat(owner)
@@ -57,9 +60,12 @@ async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
                 log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
             if now >= next_reclaim:
                 next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
-                steady = healthy_since is not None and (
-                    time.monotonic() - healthy_since >= DEAD_AFTER.total_seconds())
-                if n := await frontier.reclaim(ledger, DEAD_AFTER if steady else None):
+                healthy = time.monotonic() - healthy_since if healthy_since is not None else 0
+                steady = healthy >= DEAD_AFTER.total_seconds()
+                if healthy_since is not None and healthy < LOCK_STEADY_S:
+                    next_reclaim = min(next_reclaim, healthy_since + LOCK_STEADY_S)
+                if n := await frontier.reclaim(ledger, DEAD_AFTER if steady else None,
+                                               by_lock=healthy >= LOCK_STEADY_S):
                     log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
         except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
             healthy_since = None

@@ -167,11 +167,12 @@ class Frontier:
         return len(kept), gone
 
     async def reclaim(self, ledger: Ledger | None = None,
-                      dead_after: timedelta | None = None) -> int:
+                      dead_after: timedelta | None = None, by_lock: bool = False) -> int:
         """Expired leases back to PENDING (ledger), and out of the hot lease sets; with
-        ``dead_after`` also the leases of dead runs (:mod:`stratacrawl.cold.runs`).
-        ``ledger``: one on a pool of its own (lease upkeep must not queue behind batches)."""
-        reclaimed = await (ledger or self.ledger).reclaim_expired(dead_after)
+        ``dead_after`` or ``by_lock`` also the leases of dead runs (see
+        :meth:`Ledger.reclaim_expired`). ``ledger``: one on a pool of its own (lease
+        upkeep must not queue behind batches)."""
+        reclaimed = await (ledger or self.ledger).reclaim_expired(dead_after, by_lock)
         for source_id in {s for s, _ in reclaimed}:
             await self.hot.drop_expired_leases(source_id)
             await self.refill(source_id, force=True)
