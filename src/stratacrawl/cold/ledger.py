@@ -14,8 +14,8 @@ from typing import Literal
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
 from stratacrawl.cold.runs import LOCK_FREE
+from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
 from stratacrawl.errors import TIER_ERROR_NAMES
 
 

@@ -66,7 +66,7 @@ def test_charset_from_content_type() -> None:
 
 
 RU_TITLE = "Привет мир"
-RU_TEXT = ("Это длинный текст статьи на русском языке, чтобы извлечь его как статью. " * 6).strip()
+RU_TEXT = ("Это длинный текст статьи на русском языке, чтобы извлечь его как статью. " * 6).strip()  # noqa: RUF001
 
 
 @pytest.mark.parametrize(("content_type", "head"), [
