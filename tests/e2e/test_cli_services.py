@@ -106,3 +106,26 @@ def test_concurrent_starts_share_one_set_of_servers(tmp_path: Path) -> None:
         assert cli("services", "down", env=env).returncode == 0
     time.sleep(0.5)
     assert processes_under(tmp_path) == [], os.listdir(tmp_path)
+
+
+def test_a_crashed_embedded_server_comes_back_on_its_address(tmp_path: Path) -> None:
+    """Redis killed, then ``services up`` again: the same URL, so a running crawl's client
+    reconnects by itself (it came back on a new port, and the crawl could not find it)."""
+    import json
+    import os
+    import signal
+
+    env = _clean(_env(tmp_path))
+    try:
+        assert cli("services", "up", env=env).returncode == 0
+        before = json.loads((tmp_path / "services.json").read_text())
+        os.kill(before["redis"]["pid"], signal.SIGKILL)
+        time.sleep(0.5)
+        again = cli("services", "up", env=env)
+        assert again.returncode == 0, again.stderr
+        after = json.loads((tmp_path / "services.json").read_text())
+        assert after["redis"]["pid"] != before["redis"]["pid"]
+        assert after["redis"]["url"] == before["redis"]["url"]
+        assert after["elasticsearch"]["url"] == before["elasticsearch"]["url"]
+    finally:
+        cli("services", "down", env=env)

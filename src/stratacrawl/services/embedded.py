@@ -159,6 +159,21 @@ class EmbeddedServer(ABC):
     @abstractmethod
     def _start(self) -> Running: ...
 
+    def _port(self) -> int:
+        """The port this server had last time, if it is free; else a free one (recorded).
+        A server started again (``services up`` after a crash or a stop) answers where
+        its clients knew it, so a running crawl reconnects to it by itself."""
+        recorded = self.dir / "port"
+        with contextlib.suppress(OSError, ValueError):
+            port = int(recorded.read_text())
+            with socket.socket() as s:   # free as the server binds it (connections of
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # its last life may
+                s.bind(("127.0.0.1", port))                              # be in TIME_WAIT)
+            return port
+        port = free_port()
+        recorded.write_text(str(port))
+        return port
+
     def _stop(self, running: Running) -> None:
         terminate(running.pid)
 
@@ -179,7 +194,7 @@ class EmbeddedRedis(EmbeddedServer):
     label = "Redis"
 
     def _start(self) -> Running:
-        proc = spawn_redis(self.dir, free_port(), [
+        proc = spawn_redis(self.dir, self._port(), [
             "--appendonly", "yes", "--appendfsync", "everysec", "--databases", "64"])
         return Running(self.name, proc.pid, f"redis://127.0.0.1:{proc.port}/0")
 
@@ -236,7 +251,8 @@ class EmbeddedElasticsearch(EmbeddedServer):
         log = self.dir / "osmem.log"
         log.write_bytes(b"")
         proc = self._spawn(
-            [resolve_binary(), "--addr", "127.0.0.1:0", "--no-stdin-watch", "--no-ja"], log
+            [resolve_binary(), "--addr", f"127.0.0.1:{self._port()}", "--no-stdin-watch",
+             "--no-ja"], log
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
