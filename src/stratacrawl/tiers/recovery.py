@@ -29,7 +29,7 @@ from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
-from stratacrawl.warm.indices import IndexLayout
+from stratacrawl.warm.indices import FAMILIES, IndexLayout
 from stratacrawl.warm.url_docs import docs_per_week
 
 BLOOM_CHUNK = 100_000
@@ -91,23 +91,29 @@ class Recovery:
 
     async def reindex_warm(self) -> str:
         """Warm is rebuilt from cold wherever it holds less than cold says it should: per
-        weekly index, the documents warm counts against the rows cold marked synced for
-        that week and still within the warm retention (older ones sank to cold on
-        purpose). A week that came up short — an embedded API server restarted empty, an
-        index lost or wiped while a crawl went on — is re-indexed from cold (by ``_id``:
-        idempotent)."""
+        weekly index of each family (``url_dedup`` and ``url_meta``: a URL has a document
+        in both), the documents warm counts against the rows cold marked synced for that
+        week and still within the warm retention (older ones sank to cold on purpose). A
+        week that came up short in either family — an embedded API server restarted
+        empty, an index lost or wiped while a crawl went on — is re-indexed from cold
+        (both documents, by ``_id``: idempotent)."""
         try:
-            in_warm = await docs_per_week(self.es, self.layout)
+            in_warm = {family: await docs_per_week(self.es, self.layout, family)
+                       for family in FAMILIES}
         except Exception as e:
             return f"warm unavailable ({type(e).__name__}); backfill later"
         expected = await synced_per_week(self.pool, self.retention)
-        short = sorted(week for week, n in expected.items() if in_warm.get(week, 0) < n)
-        if not short:
-            return f"warm holds {sum(in_warm.values())} documents, as cold expects"
-        await unsync_weeks(self.pool, short)
+        short = {family: sorted(week for week, n in expected.items() if docs.get(week, 0) < n)
+                 for family, docs in in_warm.items()}
+        weeks = sorted(set().union(*short.values()))
+        if not weeks:
+            held = ", ".join(f"{sum(docs.values())} {family}" for family, docs in in_warm.items())
+            return f"warm holds {held} documents, as cold expects"
+        await unsync_weeks(self.pool, weeks)
         stats = await demote(self.pool, self.es, self.layout)
-        return (f"re-indexed {stats.rows} URLs of {len(short)} short week(s) "
-                f"({', '.join(short)})" + (f" ({stats.error})" if stats.error else ""))
+        where = "; ".join(f"{family} short in {', '.join(w)}" for family, w in short.items() if w)
+        return (f"re-indexed {stats.rows} URLs of {len(weeks)} short week(s) ({where})"
+                + (f" ({stats.error})" if stats.error else ""))
 
     async def run(self, runner: StepRunner = run_directly) -> RecoveryReport:
         """Every step (each through ``runner``: a task run of its own in a flow); see the

@@ -84,9 +84,11 @@ async def newest(es: AsyncElasticsearch, layout: IndexLayout, fp: str
     return hits[0]["_source"], status
 
 
-async def docs_per_week(es: AsyncElasticsearch, layout: IndexLayout) -> dict[str, int]:
-    """``url_dedup`` documents per weekly index (``IYYYIW`` → count), after a refresh."""
-    family = layout.alias("url_dedup")
+async def docs_per_week(es: AsyncElasticsearch, layout: IndexLayout,
+                        family_name: str = "url_dedup") -> dict[str, int]:
+    """Documents of a family (``url_dedup`` or ``url_meta``) per weekly index (``IYYYIW``
+    → count), after a refresh."""
+    family = layout.alias(family_name)
     await es.indices.refresh(index=f"{family}-*", ignore_unavailable=True,
                              allow_no_indices=True)
     agg = await es.search(index=f"{family}-*", size=0, ignore_unavailable=True,

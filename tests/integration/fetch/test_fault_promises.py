@@ -186,3 +186,26 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     assert (await comps.es.count(index=index))["count"] == synced
     step = next(s for s in (await comps.recovery().run()).steps if s.name.startswith("re-index warm"))
     assert "as cold expects" in step.result  # nothing more to do
+
+
+async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
+    """``url_meta`` lost with ``url_dedup`` intact: recovery counted only url_dedup and
+    never refilled the page metadata (``lookup`` then answered from cold)."""
+    specs = small_site(1, 158, backlog=20)
+    with SimulatorThread(specs):
+        await crawl(comps, sources_for(specs), until_idle=True, seconds=60, flush_s=0.3)
+    layout = comps.runtime.layout
+    await demote(comps.pool, comps.es, layout)
+    synced = await _count(comps, "SELECT count(*) FROM url_state WHERE warm_synced_at "
+                          "IS NOT NULL")
+    meta, dedup = f"{layout.alias('url_meta')}-*", f"{layout.alias('url_dedup')}-*"
+    await comps.es.indices.refresh(index=meta)
+    assert synced > 10 and (await comps.es.count(index=meta))["count"] == synced
+    await comps.es.indices.delete(index=meta)          # one family lost
+    step = next(s for s in (await comps.recovery().run()).steps
+                if s.name.startswith("re-index warm"))
+    assert step.result.startswith("re-indexed") and "url_meta short" in step.result, step.result
+    assert "url_dedup short" not in step.result
+    for index in (meta, dedup):
+        await comps.es.indices.refresh(index=index)
+        assert (await comps.es.count(index=index))["count"] == synced, index
