@@ -16,6 +16,7 @@ from prefect import flow
 from flows.common import Progress, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.progress import with_json_progress
+from stratacrawl.signals import StopSignals
 from stratacrawl.tuning import tune_crawl_process
 from stratacrawl.wiring import open_app
 
@@ -64,7 +65,7 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
 
         async def fetch_loop() -> CrawlReport:
             run = crawl(comps, sources, until_idle=until_idle, seconds=minutes * 60,
-                        worker_id=worker_id, report=report)
+                        worker_id=worker_id, report=report, stop=signals.event)
             reporter = asyncio.create_task(report_while_running(report, progress, minutes * 60))
             try:
                 return await (with_json_progress(run, report) if json_lines else run)
@@ -73,7 +74,13 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
                 with contextlib.suppress(asyncio.CancelledError):
                     await reporter
 
-        report = await step("fetch loop", fetch_loop)
+        # A cancellation (the worker sends SIGTERM) or Ctrl-C stops the crawl as it stops
+        # `stratacrawl crawl`: in-flight pages land, the rest goes back to the queue. Then
+        # Prefect's own handler gets the signal and ends the run its way.
+        signals = StopSignals(graceful=True)
+        with signals.installed():
+            report = await step("fetch loop", fetch_loop)
+        signals.pass_on()
         await progress(1.0)
     rows = source_rows(report)
     await publish_table(TABLE_KEY, f"Fetch: {report.fetched} pages in {report.seconds:.0f} s",

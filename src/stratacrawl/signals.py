@@ -51,15 +51,24 @@ class StopSignals:
         the main thread; elsewhere the process keeps the handlers it has)."""
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
-        installed = []
+        previous: dict[int, object] = {}
         for sig in SIGNALS:
+            before = signal.getsignal(sig)
             try:
                 loop.add_signal_handler(sig, self._received, sig, main)
             except (RuntimeError, ValueError, NotImplementedError):
                 continue   # not the main thread
-            installed.append(sig)
+            previous[sig] = before
         try:
             yield self
         finally:
-            for sig in installed:
+            for sig, before in previous.items():
                 loop.remove_signal_handler(sig)
+                if before is not None:   # (the loop would leave the default, not it)
+                    signal.signal(sig, before)  # type: ignore[arg-type]
+
+    def pass_on(self) -> None:
+        """After a graceful stop, the signal once more to the handler the process had
+        before (a Prefect flow run's: Prefect then ends the run its own way)."""
+        if self.signum is not None:
+            signal.raise_signal(self.signum)

@@ -202,3 +202,62 @@ async def test_staging_load_drains_the_spool_a_staging_outage_left(
     assert spool.pending() == 0
     assert (await comps.ledger.counts())["s1"] == {"SUCCEEDED": 4}
     assert [(n, s) for n, s, _ in await _task_runs(state)] == [("drain the spool", "COMPLETED")]
+
+
+async def test_a_cancelled_fetch_run_leaves_nothing_fetching(
+        prefect_api: None, flow_env: Settings, comps: Any, tmp_path: Any) -> None:
+    """A Prefect cancellation of a ``fetch`` run is a SIGTERM to its process (the process
+    worker sends it): the run's in-flight pages land and its other tasks go back to the
+    queue before Prefect ends the run. It once left its batches FETCHING, half-landed,
+    until their leases expired."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+    from prefect.settings import PREFECT_API_URL
+
+    from stratacrawl.sim import Behaviour, SimulatorThread
+    from stratacrawl.sim.crawl_config import sources_document
+    from tests.integration.fetch.test_crawl import small_site
+
+    specs = small_site(2, 250, backlog=200,
+                       behaviour=Behaviour(latency_median_ms=300.0, latency_sigma=0.3))
+    with SimulatorThread(specs):
+        path = tmp_path / "sources.yaml"
+        path.write_text(yaml.safe_dump(sources_document(specs, rate=50.0, concurrency=6)))
+        code = ("import asyncio, sys\nfrom flows.fetch import fetch\n"
+                "asyncio.run(fetch(sources_file=sys.argv[1], minutes=3))")
+        env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+               "STRATACRAWL_DRAIN_S": "3"}
+        proc = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        async def count(sql: str) -> int:
+            async with comps.pool.connection() as conn:
+                return int((await (await conn.execute(sql)).fetchone())[0])
+
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None:
+                if await count("SELECT count(*) FROM staging WHERE kind = 'item'") >= 20:
+                    break
+                await asyncio.sleep(0.2)
+            assert await count("SELECT count(*) FROM tasks WHERE state IN "
+                               "('LEASED', 'FETCHING')") > 0
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = out.decode(errors="replace")
+    assert "SIGTERM: stopping" in text, text[-3000:]
+    assert took < 3 + 10, f"{took:.1f} s"
+    assert await count("SELECT count(*) FROM tasks WHERE state IN ('LEASED', 'FETCHING')") == 0
+    # every fetched page landed: each task fetched has its page staged
+    assert await count("SELECT count(*) FROM tasks t WHERE t.last_status IS NOT NULL AND NOT "
+                       "EXISTS (SELECT 1 FROM staging s WHERE s.task_id = t.id)") == 0
+    print(f"cancelled fetch run: exit {proc.returncode} after {took:.1f} s")
