@@ -137,7 +137,7 @@ class Cleaner:
         self._page_s = page_s if self._page_s is None else 0.7 * self._page_s + 0.3 * page_s
 
     async def _clean(self, claimed: list[_Claimed],
-                     stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None]]]:
+                     stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None, str | None]]]:
         # The cache key digests the body as stored (zstd, ~1/4 of the bytes to hash): equal
         # stored bytes are equal content; the same content compressed by another zstd
         # version gets a key of its own — a cache miss, never a wrong hit. A hit needs no
@@ -148,7 +148,7 @@ class Cleaner:
         cached = await self._cache_get(keys)
         fresh: dict[str, str] = {}
         records: list[Record] = []
-        outcomes: list[tuple[str, str | None]] = []
+        outcomes: list[tuple[str, str | None, str | None]] = []
         # Extraction is synchronous; between pages it lets the previous batch's landing
         # (in flight on the same loop) send its next statement. Held back for a whole
         # batch, that transaction would stay open — its locks held — for as long again.
@@ -161,26 +161,32 @@ class Cleaner:
             s = stats.sources.setdefault(c.source_id, SourceCleanStats())
             s.pages += 1
             page_url = c.final_url or c.url
+            encoding: str | None = None
             try:
                 if hit is not None:
                     stats.cache_hits += 1
-                    found = [Extracted(f, u) for f, u in json.loads(hit)]
+                    found, encoding = _from_cache(hit)
                 else:
                     body = self._zstd.decompress(c.body) if c.body else b""
+                    page = Page(page_url, c.content_type, body)
                     try:
-                        found = self.extract(source, Page(page_url, c.content_type, body))
+                        found = self.extract(source, page)
                     finally:
                         s.unknown_timezones.update(take_unknown_timezones())
-                    fresh[key] = json.dumps([[e.fields, e.canonical_url] for e in found])
+                        # the extractor decoded it (cached on the page); a page it did
+                        # not read as text (none so far) is decoded here
+                        encoding = page.decoded[1] if body else None
+                    fresh[key] = json.dumps({"encoding": encoding, "records": [
+                        [e.fields, e.canonical_url] for e in found]})
             except FormatError as e:
                 s.format_errors += 1
                 s.reasons[e.reason] += 1
-                outcomes.append(("format_error", e.reason))
+                outcomes.append(("format_error", e.reason, encoding))
                 continue
             for ext in found:
                 records.append(self._record(c, page_url, ext))
             s.records += len(found)
-            outcomes.append(("cleaned", None))
+            outcomes.append(("cleaned", None, encoding))
         await self._cache_put(fresh)
         return records, outcomes
 
@@ -261,3 +267,12 @@ class Cleaner:
         """Put a source-day's item pages back in the queue (after a rule fix); returns how many.
         The next run re-extracts them and replaces what they produced before."""
         return await requeue_for_cleaning(self.pool, source_id, day)
+
+
+def _from_cache(hit: str | bytes) -> tuple[list[Extracted], str | None]:
+    """A parse-cache entry: the records and the encoding (entries written before the
+    encoding was kept are a bare list of records)."""
+    value = json.loads(hit)
+    if isinstance(value, list):
+        return [Extracted(f, u) for f, u in value], None
+    return [Extracted(f, u) for f, u in value["records"]], value.get("encoding")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -33,6 +34,11 @@ class Page:
     url: str                    # the URL the page was fetched from (after redirects)
     content_type: str | None
     body: bytes
+
+    @cached_property
+    def decoded(self) -> tuple[str, str]:
+        """(text, encoding) of the body, decoded once (see :func:`decode_page`)."""
+        return decode_page(self)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ def decode_page(page: Page) -> tuple[str, str]:
 
 def page_text(page: Page) -> str:
     """The body as text (see :func:`decode_page`)."""
-    return decode_page(page)[0]
+    return page.decoded[0]
 
 
 def _same_host_url(candidate: str | None, page_url: str) -> str | None:

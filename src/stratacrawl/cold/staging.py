@@ -259,15 +259,18 @@ async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
 
 
 async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int]],
-                       outcomes: Sequence[tuple[str, str | None]]) -> None:
-    """Each page's clean state (``cleaned``, ``format_error``, …) and error."""
+                       outcomes: Sequence[tuple[str, str | None, str | None]]) -> None:
+    """Each page's clean state (``cleaned``, ``format_error``, …), error, and the encoding
+    its text was read in (None: not known, e.g. a page cleaned from the parse cache by an
+    older version; the one stored stays)."""
     await conn.execute(
-        "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now() "
+        "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now(), "
+        "encoding = COALESCE(u.enc, s.encoding) "
         "FROM (SELECT unnest(%b::timestamptz[]) AS fa, unnest(%b::bigint[]) AS id, "
-        "unnest(%b::text[]) AS state, unnest(%b::text[]) AS err) u "
+        "unnest(%b::text[]) AS state, unnest(%b::text[]) AS err, unnest(%b::text[]) AS enc) u "
         "WHERE s.fetched_at = u.fa AND s.id = u.id",
         ([k[0] for k in keys], [k[1] for k in keys], [o[0] for o in outcomes],
-         [o[1] for o in outcomes]))
+         [o[1] for o in outcomes], [o[2] for o in outcomes]))
 
 
 async def requeue_for_cleaning(pool: AsyncConnectionPool, source_id: str, day: date) -> int:

@@ -275,3 +275,46 @@ async def test_a_killed_clean_leaves_no_cleaner_behind(comps: Components, site, 
     truth, records = st.sim.truth(), await records_by_url(comps)
     assert all(len(v) == 1 for v in records.values())   # no record twice
     assert sum(len(items) for items in truth.values()) == len(records)
+
+
+async def test_a_page_declaring_its_encoding_in_meta_only_is_read_right(
+        comps: Components) -> None:
+    """A windows-1251 page whose Content-Type names no charset, only its ``<meta
+    charset>``: the record's fields are the Cyrillic text (they were mojibake), and the
+    staged page keeps the encoding it was read in."""
+    from aiohttp import web
+
+    from stratacrawl.services.embedded import free_port
+    from stratacrawl.sources import parse_sources
+
+    title = "Привет мир"
+    html = (f'<html><head><meta charset="windows-1251"><title>{title}</title></head>'
+            f"<body><h1>{title}</h1></body></html>").encode("cp1251")
+
+    async def item(request: web.Request) -> web.Response:
+        return web.Response(body=html, headers={"Content-Type": "text/html"})
+
+    app = web.Application()
+    app.router.add_get("/robots.txt", lambda r: web.Response(status=404))
+    app.router.add_get("/", lambda r: web.Response(
+        text='<a href="/item/1">1</a>', content_type="text/html"))
+    app.router.add_get("/item/{n}", item)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        sources = parse_sources({"sources": [{
+            "id": "ru", "seeds": [f"http://127.0.0.1:{port}/"], "items": ["/item/"],
+            "allow_private_networks": True, "rate": 50, "sitemaps": False,
+            "extract": {"kind": "rules", "fields": {"name": {"css": "h1"}}}}]})
+        await crawl(comps, sources, until_idle=True, seconds=30, flush_s=0.3)
+    finally:
+        await runner.cleanup()
+    await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+    records = await records_by_url(comps)
+    assert [r["name"] for rs in records.values() for r in rs] == [title]
+    async with comps.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT encoding FROM staging WHERE kind = 'item'")).fetchall()
+    assert rows == [("cp1251",)]
