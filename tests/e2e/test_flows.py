@@ -204,6 +204,7 @@ async def test_staging_load_drains_the_spool_a_staging_outage_left(
     assert [(n, s) for n, s, _ in await _task_runs(state)] == [("drain the spool", "COMPLETED")]
 
 
+@pytest.mark.slow
 async def test_a_cancelled_fetch_run_leaves_nothing_fetching(
         prefect_api: None, flow_env: Settings, comps: Any, tmp_path: Any) -> None:
     """A Prefect cancellation of a ``fetch`` run is a SIGTERM to its process (the process

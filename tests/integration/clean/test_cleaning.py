@@ -231,6 +231,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 async def test_a_killed_clean_leaves_no_cleaner_behind(comps: Components, site, tmp_path,
                                                        how: signal.Signals) -> None:

@@ -58,6 +58,7 @@ async def _every_item_staged_once(comps: Components, st: SimulatorThread) -> Non
                         "WHERE kind = 'item' AND status = 200") == 0
 
 
+@pytest.mark.slow
 async def test_a_redis_restart_mid_crawl_loses_nothing(comps: Components,
                                                        tmp_path: Path) -> None:
     """Redis killed and started again (same address, its append-only file) while four
@@ -100,6 +101,7 @@ async def test_a_redis_restart_mid_crawl_loses_nothing(comps: Components,
                         "('LEASED', 'FETCHING')") == 0
 
 
+@pytest.mark.slow
 async def test_sigterm_drains_like_sigint(comps: Components, tmp_path: Path) -> None:
     """SIGTERM (a Prefect cancellation, ``docker stop``) mid-crawl: the crawl stops
     claiming, lands every page it fetched, gives its other tasks back and reports, exiting
@@ -202,6 +204,7 @@ async def test_a_trickling_server_is_cut_off_at_the_deadline(comps: Components) 
     assert landed >= 9  # the nine pages and the seed
 
 
+@pytest.mark.slow
 async def test_a_killed_run_is_taken_over_within_seconds(comps: Components,
                                                          tmp_path: Path) -> None:
     """kill -9 of a crawl holding leases, then a new crawl: the dead run's connection

@@ -125,3 +125,29 @@ async def test_kill_9_at_random_points_twenty_times(comps: Components, tmp_path:
         await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
         await assert_nothing_lost(comps, st.sim.truth())
         assert not list((tmp_path / "state" / "spool").glob("*.batch"))
+
+
+async def test_tasks_failed_by_a_tier_outage_are_queued_again(comps: Components) -> None:
+    """Installations that ran an older version have tasks FAILED with the driver's error
+    name after one attempt (``ConnectionError``: Redis restarted mid-crawl). Compensation
+    and recovery queue them again; a page's own failure stays FAILED."""
+    from datetime import timedelta
+
+    from stratacrawl.cold.tasks import NewTask
+    from stratacrawl.tiers.compensation import compensate
+
+    await comps.frontier.add([NewTask("s", f"http://h/{i}", f"fp{i}") for i in range(3)])
+    async with comps.pool.connection() as conn:
+        await conn.execute(
+            "UPDATE tasks SET state = 'FAILED', attempts = 1, finished_at = now(), "
+            "last_error = CASE url WHEN 'http://h/0' THEN 'ConnectionError' "
+            "WHEN 'http://h/1' THEN 'tier-unavailable' ELSE 'http-404' END")
+    report = await compensate(comps.frontier, overdue_after=timedelta(hours=6))
+    assert report["s"].requeued == 2
+    async with comps.pool.connection() as conn:
+        rows = dict(await (await conn.execute(
+            "SELECT url, state || ':' || attempts FROM tasks")).fetchall())
+    assert rows == {"http://h/0": "PENDING:0", "http://h/1": "PENDING:0",
+                    "http://h/2": "FAILED:1"}
+    step = (await comps.recovery().run()).steps[1]
+    assert step.name == "re-queue tasks failed by a tier outage" and step.result == "0 tasks"
