@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date
 
 from prefect import flow
+from prefect.states import Failed, State
 
 from flows.common import flow_sources, load_settings, publish_table, step
 from stratacrawl.clean.cleaner import Cleaner
@@ -20,7 +21,7 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
                    reclean_source: str | None = None,
                    reclean_day: date | None = None,
                    follow: bool = False,
-                   processes: int | None = None) -> dict[str, dict[str, int]]:
+                   processes: int | None = None) -> dict[str, dict[str, int]] | State:
     """Clean for ``minutes`` at most (``follow``: keep waiting for new pages until then,
     beside running fetches) in ``processes`` cleaner processes (default: one per core
     of the worker's host but one, left to fetching; at least one); with
@@ -51,4 +52,9 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
                         f"{s.updated}, replaced {s.replaced}, from the parse cache {s.cache_hits}"
                         + (f"; re-cleaned {reset} page(s) of {reclean_source} on {reclean_day}"
                            if reset else ""), rows)
+    if report.anomalies:   # format errors jumped: the run says so, not only an alert
+        failing = [f"{sid}: {per_source.get(sid, {}).get('format_errors', 0)} format errors of "
+                   f"{per_source.get(sid, {}).get('pages', 0)} pages (a format anomaly)"
+                   for sid in sorted(report.anomalies)]
+        return Failed(message="; ".join(failing), data=per_source)
     return per_source

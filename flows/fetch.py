@@ -11,10 +11,12 @@ import contextlib
 import time
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
+from prefect.states import Failed, State
 
 from flows.common import Progress, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import CrawlReport, crawl
+from stratacrawl.crawl.verdict import failing_sources
 from stratacrawl.progress import with_json_progress
 from stratacrawl.signals import StopSignals
 from stratacrawl.tuning import tune_crawl_process
@@ -53,7 +55,7 @@ async def report_while_running(report: CrawlReport, progress: Progress,
 @flow(name="fetch", log_prints=True)
 async def fetch(sources_file: str | None = None, minutes: float = 5.0,
                 until_idle: bool = True, worker_id: str | None = None,
-                json_lines: bool = False) -> dict[str, dict[str, float]]:
+                json_lines: bool = False) -> dict[str, dict[str, float]] | State:
     """One worker's fetch run: ``minutes`` at most, or until nothing is due. ``worker_id``
     names its leases and staging rows (default: random); ``json_lines`` prints the
     progress lines of ``stratacrawl crawl --json`` (the load test reads them)."""
@@ -82,8 +84,17 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
             report = await step("fetch loop", fetch_loop)
         signals.pass_on()
         await progress(1.0)
+        # (a source another run is fetching is not this run's failure)
+        still_due = await comps.ledger.sources_left_waiting(sources.ids)
     rows = source_rows(report)
     await publish_table(TABLE_KEY, f"Fetch: {report.fetched} pages in {report.seconds:.0f} s",
                         rows)
-    return {r["source"]: {k: v for k, v in r.items() if k in {
+    result = {r["source"]: {k: v for k, v in r.items() if k in {
         "fetched", "ok", "not_modified", "failed", "mean_ms"}} for r in rows}
+    # The run's state tells the truth about the work: a source that failed its fetches
+    # fails the run, its reasons in the state message (what the UI shows on the run).
+    if failing := failing_sources(report, sources, still_due):
+        get_run_logger().error("fetch run failed: %s", "; ".join(failing))
+        return Failed(message=f"{len(failing)} of {len(sources.sources)} source(s) failed: "
+                              + "; ".join(failing), data=result)
+    return result

@@ -392,6 +392,17 @@ class Ledger:
                 "SELECT source_id FROM s WHERE source_id IS NOT NULL")
             return [str(r[0]) for r in await cur.fetchall()]
 
+    async def sources_left_waiting(self, source_ids: Sequence[str]) -> list[str]:
+        """Which of these sources have work due now that nobody holds a lease on any of
+        (no run is working on them: not this one, not another)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT s FROM unnest(%b::text[]) AS s WHERE EXISTS (SELECT 1 FROM tasks WHERE "
+                f"source_id = s AND {_READY} AND due_at <= now()) AND NOT EXISTS (SELECT 1 "
+                "FROM tasks WHERE source_id = s AND state IN ('LEASED', 'FETCHING'))",
+                (list(source_ids),))
+            return [str(r[0]) for r in await cur.fetchall()]
+
     async def sources_with_due_work(self, source_ids: Sequence[str],
                                     within: timedelta = timedelta(0)) -> list[str]:
         """Which of these sources have a task due now or ``within`` from now (one index
