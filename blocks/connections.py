@@ -9,7 +9,9 @@ from prefect.blocks.core import Block
 from pydantic import Field, SecretStr
 
 _DOCS = "https://github.com/stratacrawl/stratacrawl#configuration"
-_LOGO = "https://raw.githubusercontent.com/stratacrawl/stratacrawl/main/docs/logo.png"
+# No logo: an address that does not answer showed as a broken image on every block in
+# the UI; without one the UI draws its own block icon.
+_LOGO = None
 
 
 class RedisConnection(Block):

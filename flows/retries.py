@@ -2,8 +2,8 @@
 
 Transient failures — a connection refused, reset or timed out (PostgreSQL, Redis,
 Elasticsearch), a PostgreSQL serialization failure or deadlock, Elasticsearch answering
-429/502/503/504, a pool with no free connection — are retried with exponential backoff
-and jitter (``TRANSIENT``: 3 retries, ~2 s, 4 s, 8 s). Configuration errors and bad
+429/502/503/504, a pool with no free connection — are retried (``TRANSIENT``: 3 retries,
+about 5 s apart, jittered). Configuration errors and bad
 input (``stratacrawl.errors.Terminal``, an unknown source, a bad parameter) fail at
 once with their message: trying again would fail the same way.
 """
@@ -19,7 +19,6 @@ import httpx
 import psycopg
 import psycopg_pool
 import redis.exceptions
-from prefect.tasks import exponential_backoff
 
 from stratacrawl.errors import Terminal, Transient
 
@@ -63,9 +62,12 @@ def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
     return exc is not None and is_transient(exc)
 
 
+RETRY_DELAY_S = 5
+
 TRANSIENT: dict[str, Any] = {
     "retries": 3,
-    "retry_delay_seconds": exponential_backoff(backoff_factor=2),
+    # One delay, not a growing list: the Prefect UI shows a list of delays as "NaNs".
+    "retry_delay_seconds": RETRY_DELAY_S,
     "retry_jitter_factor": 0.5,
     "retry_condition_fn": retry_if_transient,
 }

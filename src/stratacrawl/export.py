@@ -27,9 +27,16 @@ CHUNK = 5000
 
 
 async def _chunks(pool: AsyncConnectionPool, source_id: str, since: date,
-                  until: date | None, skip: list[date]) -> AsyncIterator[list[dict[str, Any]]]:
+                  until: date | None, skip: list[date],
+                  typed: bool = False) -> AsyncIterator[list[dict[str, Any]]]:
+    """Records in chunks; ``crawled_at`` and ``day`` as ISO text, or (``typed``: Parquet)
+    as the datetime and date they are."""
     async with export_rows(pool, source_id, since, until, skip, CHUNK) as chunks:
         async for rows in chunks:
+            if typed:
+                yield [{"source": s, "url": u, "crawled_at": c, "day": d, "fingerprint": f,
+                        "fields": fields} for s, u, c, d, f, fields in rows]
+                continue
             yield [{"source": s, "url": u, "crawled_at": c.isoformat().replace("+00:00", "Z"),
                     "day": d.isoformat(), "fingerprint": f, "fields": fields}
                    for s, u, c, d, f, fields in rows]
@@ -88,6 +95,14 @@ async def export_records(pool: AsyncConnectionPool, *, source_id: str, since: da
     return await _parquet(pool, source_id, since, until, skip, out, dict(field_types or {}))
 
 
+def _fixed_schema() -> list[tuple[str, Any]]:
+    """The fixed columns of a Parquet export: a crawl time is a UTC timestamp, a day a date."""
+    import pyarrow as pa
+
+    kinds = {"crawled_at": pa.timestamp("us", tz="UTC"), "day": pa.date32()}
+    return [(k, kinds.get(k, pa.string())) for k in FIXED]
+
+
 def _arrow_type(kind: str | None, sample: Any) -> Any:
     import pyarrow as pa
 
@@ -114,7 +129,7 @@ async def _parquet(pool: AsyncConnectionPool, source_id: str, since: date, until
     schema: pa.Schema | None = None
     count = 0
     try:
-        async for chunk in _chunks(pool, source_id, since, until, skip):
+        async for chunk in _chunks(pool, source_id, since, until, skip, typed=True):
             if schema is None:
                 samples: dict[str, Any] = {}
                 for r in chunk:
@@ -122,7 +137,7 @@ async def _parquet(pool: AsyncConnectionPool, source_id: str, since: date, until
                         if v is not None:
                             samples.setdefault(k, v)
                 names += sorted(set(samples) - set(names))
-                schema = pa.schema([(k, pa.string()) for k in FIXED] + [
+                schema = pa.schema(_fixed_schema() + [
                     (n, _arrow_type(types.get(n), samples.get(n))) for n in names])
                 writer = pq.ParquetWriter(str(out), schema, compression="zstd")
             table = pa.Table.from_pylist([_flat(r, names) for r in chunk], schema=schema)
@@ -133,7 +148,7 @@ async def _parquet(pool: AsyncConnectionPool, source_id: str, since: date, until
         if writer is not None:
             writer.close()
     if schema is None:  # no records: an empty file with the fixed columns
-        pq.write_table(pa.schema([(k, pa.string()) for k in FIXED]).empty_table(), str(out))
+        pq.write_table(pa.schema(_fixed_schema()).empty_table(), str(out))
     return count
 
 

@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     expectations_dir: Path = Field(default=Path("expectations"))
     gx_results_dir: Path | None = None
     data_docs_dir: Path | None = None
+    # Where the Data Docs folder is served over HTTP (e.g. ``http://127.0.0.1:8090/docs/``,
+    # the ops server; ``stratacrawl up`` sets it): links to Data Docs pages (Prefect link
+    # artifacts, alerts, stored results) use it instead of ``file://`` paths.
+    data_docs_url: str | None = None
 
     @property
     def gx_results_path(self) -> Path:

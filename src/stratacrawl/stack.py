@@ -23,6 +23,7 @@ WORK_POOL = "stratacrawl"
 SERVER = "prefect-server"
 WORKER = "prefect-worker"
 SIMULATOR = "site-simulator"
+OPS = "ops-page"
 DEMO_SOURCES = "demo-sources.yaml"
 DEMO_BACKLOG = 120  # items per simulated site: a demo-sized web
 
@@ -177,11 +178,37 @@ class LocalStack:
         raise ServiceStartError("site simulator", None, f"no {DEMO_SOURCES} after {wait_s:.0f} "
                                 f"s; see {self.log_dir / (SIMULATOR + '.log')}")
 
+    def start_ops(self, env: dict[str, str], port: int, sources: Path,
+                  wait_s: float = 60.0) -> str:
+        """The ops page (``stratacrawl ops``), which also serves the Data Docs under
+        ``/docs/``; returns its address once it answers."""
+        url = f"http://127.0.0.1:{port}"
+        running = self.registry.alive(OPS)
+        if running and running.url == url:
+            return url
+        if running:
+            terminate(running.pid, timeout=8, group=True)
+        pid = self._spawn(OPS, [sys.executable, "-m", "stratacrawl", "ops", "--port", str(port),
+                                "--sources", str(sources)], env, self.state_dir)
+        self.registry.put(Running(OPS, pid, url))
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/docs", timeout=2, follow_redirects=False).status_code == 302:
+                    return url
+            except httpx.HTTPError:
+                pass
+            if self.registry.alive(OPS) is None:
+                break
+            time.sleep(0.3)
+        raise ServiceStartError("ops page", url, f"not answering after {wait_s:.0f} s; see "
+                                f"{self.log_dir / (OPS + '.log')}")
+
     def stop(self) -> list[str]:
         """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the
-        server, then the demo's simulator."""
+        server, then the ops page and the demo's simulator."""
         stopped = []
-        for name in (WORKER, SERVER, SIMULATOR):
+        for name in (WORKER, SERVER, OPS, SIMULATOR):
             running = self.registry.alive(name)
             self.registry.drop(name)
             if running:

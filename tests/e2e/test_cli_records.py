@@ -56,6 +56,9 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
     assert all(c["success"] for r in report["results"] for c in r["checks"])
     again = json.loads(cli("clean", "--sources", str(sources), "--json", env=env).stdout)
     assert again["stats"]["pages"] == 0  # everything was cleaned above
+    known = cli("lookup", truth["news-1"][0]["url"], env=env)
+    assert known.returncode == 0, known.stderr
+    assert "answered by" in known.stdout and "also in hot" in known.stdout, known.stdout
     missing = cli("lookup", "http://127.0.0.1:9/nowhere", "--json", env=env)
     assert missing.returncode == 1
     assert json.loads(missing.stdout) == {"url": "http://127.0.0.1:9/nowhere", "found": False}
@@ -80,6 +83,9 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
                "--out", str(parquet), "--sources", str(sources), env=env).returncode == 0
     frame = pq.read_table(parquet)
     assert frame.num_rows == len(truth["news-1"]) and "published" in frame.column_names
+    # times and days are typed columns (they were strings)
+    assert str(frame.schema.field("crawled_at").type) == "timestamp[us, tz=UTC]"
+    assert str(frame.schema.field("day").type) == "date32[day]"
     refused = cli("export", "--source", "news-1", "--since", "2000-01-01", "--format", "parquet",
                   "--sources", str(sources), env=env)
     assert refused.returncode != 0 and "--out" in refused.stderr

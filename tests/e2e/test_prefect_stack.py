@@ -166,10 +166,14 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
     env.update(STRATACRAWL_STATE_DIR=str(tmp_path), STRATACRAWL_ALERT_HOLD_S="0")
     api = f"http://127.0.0.1:{port}/api"
     try:
+        ops = free_port()
         up = cli("up", "--port", str(port), "--demo", "--demo-sources", "2",
-                 "--alert-webhook", hook, env=env, timeout=300)
+                 "--alert-webhook", hook, "--ops-port", str(ops), env=env, timeout=300)
         assert up.returncode == 0, up.stdout + up.stderr
         assert "no sources file" not in up.stdout
+        # the ops page, and the Data Docs one click away under it
+        assert f"Ops page:     http://127.0.0.1:{ops}" in up.stdout, up.stdout
+        assert httpx.get(f"http://127.0.0.1:{ops}/", timeout=30).status_code == 200
         sources = tmp_path / "demo-sources.yaml"
         doc = yaml.safe_load(sources.read_text())
         assert len(doc["sources"]) == 2

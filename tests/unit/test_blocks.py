@@ -1,4 +1,4 @@
-"""Prefect's block standard test suite, for every block (the logo test needs the network)."""
+"""Prefect's block standard test suite, for every block."""
 
 import pytest
 from prefect.blocks.core import Block
@@ -16,8 +16,9 @@ class TestAllBlocks(BlockStandardTestSuite):
         return block
 
     def test_has_a_valid_image(self, block: type[Block]) -> None:
-        # The standard test downloads the logo; these machines are offline.
-        assert str(block._logo_url).startswith("https://")
+        # No logo rather than a broken one: the address it had does not answer, and the
+        # UI showed a broken image on every block. Without one the UI draws its own icon.
+        assert block._logo_url is None
 
 
 def test_blocks_map_to_settings() -> None:

@@ -72,9 +72,10 @@ def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) ->
 
     async def main() -> None:
         async with open_app(s) as c:
-            console.print(f"{what} on http://127.0.0.1:{port}/ (Ctrl-C stops)")
+            console.print(f"{what} on http://127.0.0.1:{port}/ (Data Docs under /docs/; "
+                          "Ctrl-C stops)")
             await serve(c.redis, c.pool, parsed, port=port, evaluate_every_s=evaluate_every,
-                        hold_s=s.alert_hold_s)
+                        hold_s=s.alert_hold_s, docs_dir=s.data_docs_path)
 
     run(main())
 

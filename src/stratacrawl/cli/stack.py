@@ -31,6 +31,8 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
        demo: bool = typer.Option(False, "--demo", help="Also start the site simulator and "
                                  "crawl its sites (a sources file is written for them)."),
        demo_sources: int = typer.Option(3, min=1, max=50, help="Simulated sites of --demo."),
+       ops_port: int = typer.Option(8090, help="Port of the ops page, which also serves the "
+                                    "Data Docs under /docs/."),
        alert_webhook: str | None = typer.Option(
            None, envvar="STRATACRAWL_ALERT_WEBHOOK_URL",
            help="POST every fired P0/P1 alert here as JSON (a Prefect automation).")) -> None:
@@ -53,6 +55,9 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         else:
             sources = _sources_file(s.sources, root)
         env["STRATACRAWL_SOURCES"] = str(sources)  # the sources block the runs read
+        ops = f"http://127.0.0.1:{ops_port}"
+        # validation runs link their Data Docs pages where the ops page serves them
+        env["STRATACRAWL_DATA_DOCS_URL"] = f"{ops}/docs/"
         console.print("starting the Prefect server …")
         stack.start_server(env)
         stack.ensure_pool(env, root)
@@ -63,6 +68,8 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
             paused = stack.run([sys.executable, "-m", "deployments.schedules", "pause"],
                                env, root).strip().removeprefix("paused: ")
         stack.start_worker(env, root)
+        if sources.exists():
+            stack.start_ops(env, ops_port, sources)
         # recovery on worker start: hot rebuilt from cold before scheduled work claims
         stack.run([sys.executable, "-m", "prefect", "deployment", "run", "recovery/recovery"],
                   env, root)
@@ -74,6 +81,8 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
     for tier, url in (("Redis", endpoints.redis_url), ("Elasticsearch", endpoints.elasticsearch_url),
                       ("PostgreSQL", endpoints.database_url)):
         console.print(f"{tier + ':':<14}{redact(url)}")
+    if sources.exists():
+        console.print(f"Ops page:     {ops}   (Data Docs: {ops}/docs/)")
     console.print("recovery: a run of recovery/recovery was started on the worker")
     if paused:
         console.print(f"[yellow]no sources file at {escape(str(sources))}[/]: schedules of "

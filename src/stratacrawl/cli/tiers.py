@@ -39,8 +39,13 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
         return
     if facts is None:
         fail(f"unknown URL: {url}")
-    for k, v in {**facts.same_facts(), "tier": facts.tier, "in_hot": facts.in_hot}.items():
+    for k, v in facts.same_facts().items():
         console.print(f"{k:<14} {v}")
+    # Which tier answered, and whether hot also holds the URL's state (its validators and
+    # last access): "tier warm" beside "in_hot True" read as a contradiction.
+    console.print(f"{'answered by':<14} {facts.tier}")
+    console.print(f"{'also in hot':<14} " + ("yes (validators, last access)" if facts.in_hot
+                                            else "no"))
 
 
 def recover_cmd(as_json: bool = JSON) -> None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from html import escape
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import generate_latest
@@ -27,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from stratacrawl.cold.alerts import Alert, open_alerts
 from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validation_strip
 from stratacrawl.cold.validation_results import latest_per_source
+from stratacrawl.docs_links import served_at
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.charts import charts_html
@@ -45,6 +47,7 @@ STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{bor
          "width:18px;height:18px;margin:1px}.strip .pass{background:#3a3}"
          ".strip .fail{background:#d33}")
 WINDOWS_H = (1, 6, 24, 72)
+DOCS_PATH = "/docs/"   # where the ops server serves the Data Docs folder
 # Swaps in the charts of a fresh copy of this page every minute (no reload, no libraries).
 REFRESH = ("<script>setInterval(async()=>{try{const r=await fetch(location.href);"
            "const d=new DOMParser().parseFromString(await r.text(),'text/html');"
@@ -86,13 +89,18 @@ def _page(title: str, body: str) -> web.Response:
 
 
 class OpsApp:
+    """The ops server; with ``docs_dir`` it also serves the Data Docs under ``/docs/``, and
+    its pages link validation results there."""
+
     def __init__(self, redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *,
-                 evaluate_every_s: float | None = None, hold_s: float = 180.0) -> None:
+                 evaluate_every_s: float | None = None, hold_s: float = 180.0,
+                 docs_dir: Path | None = None) -> None:
         self.redis = redis
         self.pool = pool
         self.sources = sources
         self.evaluate_every_s = evaluate_every_s
         self.hold_s = hold_s
+        self.docs_dir = docs_dir
         self.registry, self.collector = registry()
         self._rolled_at = 0.0
 
@@ -101,8 +109,20 @@ class OpsApp:
         app.router.add_get("/", self.index)
         app.router.add_get("/source/{source_id}", self.source)
         app.router.add_get("/metrics", self.metrics)
+        if self.docs_dir is not None:
+            self.docs_dir.mkdir(parents=True, exist_ok=True)
+            app.router.add_get("/docs", self._docs_index)
+            app.router.add_get("/docs/", self._docs_index)
+            app.router.add_static("/docs/", self.docs_dir, follow_symlinks=False)
         app.cleanup_ctx.append(self._evaluator)
         return app
+
+    async def _docs_index(self, _: web.Request) -> web.Response:
+        raise web.HTTPFound("/docs/index.html")
+
+    def _docs(self, url: str | None) -> str | None:
+        """A stored Data Docs link as this server serves it (``/docs/…``)."""
+        return served_at(url, self.docs_dir, DOCS_PATH) if self.docs_dir else url
 
     async def _evaluator(self, _: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self._evaluate_loop()) if self.evaluate_every_s else None
@@ -171,9 +191,10 @@ class OpsApp:
             label, css = status(m, mine)
             rate = m.window.success_rate
             check = checks.get(sid)
+            docs = self._docs(check[2]) if check else None
             check_html = "-" if check is None else (
                 f"{'pass' if check[0] else 'FAIL'} ({check[1]})"
-                + (f" <a href='{escape(check[2])}'>Data Docs</a>" if check[2] else ""))
+                + (f" <a href='{escape(docs)}'>Data Docs</a>" if docs else ""))
             rows.append(
                 f"<tr data-source='{escape(sid)}'><td><a href='/source/{escape(sid)}'>{escape(sid)}"
                 f"</a></td><td class='status {css}'>{label}</td>"
@@ -206,7 +227,7 @@ class OpsApp:
             f"<td>{t['bytes']}</td><td>{escape(str(t.get('error') or ''))}</td>"
             f"<td>{escape(str(t.get('worker') or ''))}</td></tr>" for t in trace)
         strip = "".join(
-            f"<a href='{escape(docs or '#')}'><span class='{'pass' if ok else 'fail'}' "
+            f"<a href='{escape(self._docs(docs) or '#')}'><span class='{'pass' if ok else 'fail'}' "
             f"title='{day}: {'pass' if ok else 'FAIL'}'></span></a>"
             for day, ok, docs in await validation_strip(self.pool, sid))
         body = (f"<p><a href='/'>all sources</a></p>{await self._charts(request, sid, time.time())}"
@@ -220,10 +241,10 @@ class OpsApp:
 
 async def serve(redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *, host: str = "127.0.0.1",
                 port: int = 8090, evaluate_every_s: float | None = None, hold_s: float = 180.0,
-                stop: asyncio.Event | None = None) -> None:
-    """Serve until ``stop`` is set (or forever)."""
+                stop: asyncio.Event | None = None, docs_dir: Path | None = None) -> None:
+    """Serve until ``stop`` is set (or forever); ``docs_dir``: Data Docs under ``/docs/``."""
     runner = web.AppRunner(OpsApp(redis, pool, sources, evaluate_every_s=evaluate_every_s,
-                                  hold_s=hold_s).app())
+                                  hold_s=hold_s, docs_dir=docs_dir).app())
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     try:

@@ -153,11 +153,12 @@ async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnection
             report.steps[name] = round(time.monotonic() - t0, 3)
 
     report.demoted = await step("backfill demotion", lambda: demote(pool, es, layout))
-    report.access_written_back = await step("hot access → cold",
+    # (ASCII names: the Prefect UI drops an arrow from a task run name)
+    report.access_written_back = await step("hot access to cold",
                                             lambda: write_back_access(redis, pool))
     if report.demoted.error is None:  # warm reachable
         report.warm_deleted, report.warm_refreshed = await step(
-            "warm → cold", lambda: sink_warm(es, pool, layout, now - warm_retention))
+            "warm to cold", lambda: sink_warm(es, pool, layout, now - warm_retention))
         report.indices_dropped = await step("drop empty weeks",
                                             lambda: drop_empty_weeks(es, layout, now))
         report.indices_created = await step("create weeks ahead",

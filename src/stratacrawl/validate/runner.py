@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.alerts import raise_alert, resolve_alerts
 from stratacrawl.cold.validation_results import store_results
+from stratacrawl.docs_links import served_at
 from stratacrawl.settings import Settings
 from stratacrawl.sources import Source
 from stratacrawl.validate.checks import ExpectedCount, parameters
@@ -125,7 +126,8 @@ class Validator:
             source_id=job.source.id, day=job.day, suite=name,
             success=all(c.success for c in checks), checks=checks, parameters=job.params,
             count_basis=job.expected.basis, suite_committed=committed,
-            data_docs=urls[0]["site_url"] if urls else None,
+            data_docs=served_at(urls[0]["site_url"] if urls else None,
+                                self.settings.data_docs_path, self.settings.data_docs_url),
             seconds=time.monotonic() - t0, statistics=dict(validation.statistics))
 
     # -- history and alerts -----------------------------------------------------------------

@@ -240,3 +240,41 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
     assert result.count_basis.startswith("learning")
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
     assert "freshness record_first_seen" in alert.message
+
+
+async def test_data_docs_are_one_click_away_over_http(comps: Components, tmp_path: Path) -> None:
+    """A failed day's Data Docs page: the ops server serves the Data Docs under /docs/ and
+    links each validation there; with ``STRATACRAWL_DATA_DOCS_URL`` (which `up` sets) the
+    stored result and the alert link the http address too. Links were file:// paths, which
+    a browser does not open from a web page."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from stratacrawl.cold.alerts import resolve_alerts
+    from stratacrawl.monitor.web import OpsApp
+
+    src = source()
+    v = validator(comps, tmp_path)
+    yesterday = TODAY - timedelta(days=1)
+    await land(comps, src, 20, day=yesterday)              # far below 200 a day: fails
+    (plain,) = await v.validate([src], [yesterday])
+    assert not plain.success and plain.data_docs and plain.data_docs.startswith("file://")
+    sources = parse_sources({"sources": [SOURCE]})
+    app = OpsApp(comps.redis, comps.pool, sources, docs_dir=tmp_path / "docs").app()
+    async with TestClient(TestServer(app)) as client:
+        page = await (await client.get("/")).text()
+        assert "href='/docs/validations/" in page
+        link = page.split("href='/docs/validations/", 1)[1].split("'", 1)[0]
+        served = await client.get("/docs/validations/" + link)
+        assert served.status == 200 and "text/html" in served.headers["Content-Type"]
+        assert "shop" in await served.text()
+        index = await client.get("/docs/", allow_redirects=True)
+        assert index.status == 200 and str(index.url).endswith("/docs/index.html")
+        strip = await (await client.get("/source/shop")).text()
+        assert "href='/docs/validations/" in strip
+    comps.runtime.settings.data_docs_url = "http://127.0.0.1:8090/docs/"
+    await resolve_alerts(comps.pool, kind=VALIDATION_FAILED, source_id="shop")
+    (result,) = await v.validate([src], [yesterday])
+    assert result.data_docs and result.data_docs.startswith(
+        "http://127.0.0.1:8090/docs/validations/"), result.data_docs
+    (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
+    assert alert.details["data_docs"] == result.data_docs
