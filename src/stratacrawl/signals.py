@@ -16,6 +16,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -51,7 +52,7 @@ class StopSignals:
         the main thread; elsewhere the process keeps the handlers it has)."""
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
-        previous: dict[int, object] = {}
+        previous: dict[int, Any] = {}
         for sig in SIGNALS:
             before = signal.getsignal(sig)
             try:
@@ -62,10 +63,10 @@ class StopSignals:
         try:
             yield self
         finally:
-            for sig, before in previous.items():
-                loop.remove_signal_handler(sig)
-                if before is not None:   # (the loop would leave the default, not it)
-                    signal.signal(sig, before)  # type: ignore[arg-type]
+            for signum, handler in previous.items():
+                loop.remove_signal_handler(signum)
+                if handler is not None:   # (the loop would leave the default, not it)
+                    signal.signal(signum, handler)  # type: ignore[arg-type]
 
     def pass_on(self) -> None:
         """After a graceful stop, the signal once more to the handler the process had

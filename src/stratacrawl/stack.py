@@ -6,8 +6,11 @@ imports Prefect.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +20,7 @@ import httpx
 
 from stratacrawl.errors import ServiceStartError
 from stratacrawl.services import Endpoints
-from stratacrawl.services.embedded import Registry, Running, terminate
+from stratacrawl.services.embedded import Registry, Running, free_port, terminate
 
 WORK_POOL = "stratacrawl"
 SERVER = "prefect-server"
@@ -78,6 +81,39 @@ def prefect_env(state_dir: Path, endpoints: Endpoints | None, port: int = 4200) 
         if "elasticsearch" in endpoints.embedded:
             env["STRATACRAWL_ES_PLAIN_JSON"] = "true"
     return env
+
+
+PLATFORM = "platform.json"   # what `up` runs: its sources file and addresses
+
+
+def record_platform(state_dir: Path, **facts: str | None) -> None:
+    """What ``up`` started (sources file, addresses), for the CLI to find without being told."""
+    (state_dir / PLATFORM).write_text(json.dumps(facts, indent=2))
+
+
+def platform_record(state_dir: Path) -> dict[str, str | None] | None:
+    """What the running platform recorded (None: no platform started with ``up`` here)."""
+    try:
+        data = json.loads((state_dir / PLATFORM).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def forget_platform(state_dir: Path) -> None:
+    (state_dir / PLATFORM).unlink(missing_ok=True)
+
+
+def _port_free(port: int) -> bool:
+    if not 1024 <= port < 65536:
+        return False
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _prefect(*args: str) -> list[str]:
@@ -163,6 +199,7 @@ class LocalStack:
         sources_file.unlink(missing_ok=True)
         pid = self._spawn(SIMULATOR, [sys.executable, "-m", "stratacrawl", "sim", "serve",
                                       "--sources", str(sources), "--backlog", str(DEMO_BACKLOG),
+                                      "--port", str(self._simulator_port(sources)),
                                       "--write-sources", str(sources_file), "--json"],
                           env, self.state_dir)
         running = Running(SIMULATOR, pid, str(sources_file))
@@ -203,6 +240,21 @@ class LocalStack:
             time.sleep(0.3)
         raise ServiceStartError("ops page", url, f"not answering after {wait_s:.0f} s; see "
                                 f"{self.log_dir / (OPS + '.log')}")
+
+    def _simulator_port(self, sources: int) -> int:
+        """The first port of the demo's sites: the one they had before when those ports
+        are free, so a simulator started again answers where the ledger's URLs point (on
+        new ports, the platform fetched the old addresses and counted connect errors)."""
+        recorded = self.state_dir / "simulator-port"
+        candidates = []
+        with contextlib.suppress(OSError, ValueError):
+            candidates.append(int(recorded.read_text()))
+        candidates += [free_port() for _ in range(20)]
+        for first in candidates:
+            if all(_port_free(first + i) for i in range(sources)):
+                recorded.write_text(str(first))
+                return first
+        raise ServiceStartError("site simulator", None, f"no {sources} free ports in a row")
 
     def stop(self) -> list[str]:
         """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the

@@ -24,7 +24,9 @@ def test_demo_on_embedded_defaults(tmp_path: Path) -> None:
     staged = [ln for ln in out.splitlines() if "pages staged" in ln]
     assert len(staged) == 3 and all(" 0 pages staged" not in ln for ln in staged)
     assert "format errors 0" in out and "3/3 suites pass" in out, out
-    assert (tmp_path / "data_docs" / "index.html").exists()
+    # the demo keeps a state of its own: the platform's (`up`) never sees its ledger
+    assert (tmp_path / "demo" / "data_docs" / "index.html").exists()
+    assert not (tmp_path / "services.json").exists()
     assert processes_under(tmp_path) == []
 
 

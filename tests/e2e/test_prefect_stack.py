@@ -174,6 +174,10 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         # the ops page, and the Data Docs one click away under it
         assert f"Ops page:     http://127.0.0.1:{ops}" in up.stdout, up.stdout
         assert httpx.get(f"http://127.0.0.1:{ops}/", timeout=30).status_code == 200
+        # the CLI finds the platform's sources file without being told, and says so
+        assert f"sources file: {tmp_path / 'demo-sources.yaml'}" in up.stdout, up.stdout
+        rules = cli("url-rules", env=env, cwd=tmp_path)
+        assert rules.returncode == 0 and "the platform's" in rules.stderr, rules.stderr
         sources = tmp_path / "demo-sources.yaml"
         doc = yaml.safe_load(sources.read_text())
         assert len(doc["sources"]) == 2
@@ -203,7 +207,9 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         run = _start_run(api, deps["fetch"])
         assert _wait_for_run(api, run["id"], 180) == "FAILED"
         message = httpx.get(f"{api}/flow_runs/{run['id']}", timeout=10).json()["state"]["message"]
-        assert "down-1: 0 of" in message and "connect-error" in message, message
+        # (its robots.txt does not answer either: the reason is that one)
+        assert "1 of 3 source(s) failed: down-1: 0 of" in message, message
+        assert "robots-unavailable" in message or "connect-error" in message, message
         assert _wait_for_run(api, _start_run(api, deps["monitor"])["id"], 180) == "COMPLETED"
         # (With no hold, as here, the scheduled runs going on beside these may fire other
         # alerts of a moment first: the one wanted is looked for among all received.)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -82,6 +83,38 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 JSON = typer.Option(False, "--json", help="The report as one JSON document on standard output.")
+SOURCES = typer.Option(None, "--sources", envvar="STRATACRAWL_SOURCES",
+                       help="The sources file (default: sources.yaml here, else the one the "
+                            "platform of `stratacrawl up` runs).")
+
+
+def find_sources(given: Path | None) -> Path | None:
+    """The sources file a command reads: ``given`` (``--sources`` or
+    ``STRATACRAWL_SOURCES``), else ``sources.yaml`` in the working directory, else the
+    one the platform started by ``stratacrawl up`` runs (named on standard error); None
+    when there is none."""
+    if given is not None:
+        return given
+    here = Path("sources.yaml")
+    if here.exists():
+        return here
+    from stratacrawl.stack import platform_record
+
+    platform = (platform_record(settings().state_path) or {}).get("sources")
+    if platform and Path(platform).exists():
+        err.print(f"sources file: {escape(platform)} (the platform's: stratacrawl up)")
+        return Path(platform)
+    return None
+
+
+def sources_path(given: Path | None) -> Path:
+    """:func:`find_sources`, or bad input naming where it looked."""
+    found = find_sources(given)
+    if found is None:
+        bad_input(f"no sources file: none given (--sources or STRATACRAWL_SOURCES), no "
+                  f"sources.yaml in {Path.cwd()}, and no platform started by `stratacrawl "
+                  f"up` with state in {settings().state_path}")
+    return found
 
 
 def emit_json(data: Any) -> None:

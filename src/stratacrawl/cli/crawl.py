@@ -14,12 +14,15 @@ from rich.table import Table
 from stratacrawl.cli.common import (
     EXIT_INTERRUPTED,
     JSON,
+    SOURCES,
     bad_input,
     console,
     emit_json,
     fail,
+    find_sources,
     run,
     settings,
+    sources_path,
 )
 from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow, load_canonical_counts, load_rules
 from stratacrawl.crawl import CrawlReport, crawl
@@ -55,7 +58,7 @@ def report_table(report: CrawlReport) -> Table:
 
 
 def crawl_cmd(
-    sources: Path = typer.Option(..., "--sources", help="The sources file."),
+    sources: Path | None = SOURCES,
     until_idle: bool = typer.Option(True, "--until-idle/--forever",
                                     help="Stop when no work is due (default) or keep going."),
     seconds: float | None = typer.Option(None, help="Stop after this many seconds."),
@@ -65,7 +68,7 @@ def crawl_cmd(
 ) -> None:
     """Run discovery and fetch until no work is due, with a progress line."""
     try:
-        parsed = load_sources(sources)
+        parsed = load_sources(sources_path(sources))
     except StratacrawlError as e:
         fail(e)
 
@@ -111,11 +114,11 @@ def crawl_cmd(
 def submit_cmd(
     source: str = typer.Option(..., "--source", help="Source id."),
     urls: list[str] = typer.Argument(..., help="URLs to crawl urgently."),
-    sources: Path = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES"),
+    sources: Path | None = SOURCES,
 ) -> None:
     """Urgent URLs for a source: ahead of every scheduled task, fetched even if known."""
     try:
-        src = load_sources(sources).get(source)
+        src = load_sources(sources_path(sources)).get(source)
     except KeyError as e:
         fail(str(e))
         raise
@@ -140,14 +143,13 @@ def submit_cmd(
 
 def url_rules_cmd(
     source: str | None = typer.Argument(None, help="Only this source."),
-    sources: Path | None = typer.Option(None, "--sources", envvar="STRATACRAWL_SOURCES",
-                                        help="The sources file (adds its pinned and "
-                                             "forbidden rules)."),
+    sources: Path | None = SOURCES,
     as_json: bool = JSON,
 ) -> None:
     """The learned URL equivalence rules (per source: state, support, counterexamples,
     first and last seen), and the rules the sources file pins or forbids."""
     configured: dict[str, tuple[list[str], list[str]]] = {}
+    sources = find_sources(sources)   # (its pinned and forbidden rules)
     if sources is not None and sources.exists():
         try:
             for s in load_sources(sources).sources:

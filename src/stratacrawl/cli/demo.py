@@ -16,7 +16,13 @@ def demo(sources: int = typer.Option(3, help="Simulated sources to crawl."),
     try:
         from stratacrawl.demo import run_demo  # cleaning and validation: only here
 
-        report = asyncio.run(run_demo(settings(), n_sources=sources, seed=seed, out=console.print))
+        # A state folder of its own (<state>/demo: its own embedded tiers, Data Docs and
+        # sources file), so the demo and the platform of `stratacrawl up` never share a
+        # ledger: the demo's simulator is gone when it ends, and a platform that inherited
+        # its tasks would fetch dead addresses.
+        s = settings()
+        own = s.model_copy(update={"state_dir": s.state_path / "demo"})
+        report = asyncio.run(run_demo(own, n_sources=sources, seed=seed, out=console.print))
     except StratacrawlError as e:
         fail(e)
     console.print(report)

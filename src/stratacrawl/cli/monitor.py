@@ -13,12 +13,14 @@ from rich.table import Table
 from stratacrawl.cli.common import (
     EXIT_FAILED,
     JSON,
+    SOURCES,
     bad_input,
     console,
     emit_json,
     fail,
     run,
     settings,
+    sources_path,
 )
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.monitor.evaluate import Evaluation, evaluate
@@ -28,14 +30,12 @@ from stratacrawl.monitor.prom_rules import rules_document
 from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.wiring import open_app
 
-SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
-                       help="The sources file.")
 metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics.")
 
 
-def _load(path: Path) -> SourcesFile:
+def _load(given: Path | None) -> SourcesFile:
     try:
-        return load_sources(path)
+        return load_sources(sources_path(given))
     except StratacrawlError as e:
         fail(e)
         raise
@@ -64,7 +64,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
     console.print(table)
 
 
-def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) -> None:
+def _serve(sources: Path | None, port: int, evaluate_every: float | None, what: str) -> None:
     from stratacrawl.monitor.web import serve  # the web server: only when it serves
 
     parsed = _load(sources)
@@ -80,14 +80,14 @@ def _serve(sources: Path, port: int, evaluate_every: float | None, what: str) ->
     run(main())
 
 
-def ops_cmd(sources: Path = SOURCES, port: int = typer.Option(8090, help="Port on 127.0.0.1.")
+def ops_cmd(sources: Path | None = SOURCES, port: int = typer.Option(8090, help="Port on 127.0.0.1.")
             ) -> None:
     """A read-only ops page: sources, status, success, backlog, alerts, validation, traces."""
     _serve(sources, port, None, "ops page")
 
 
 @metrics_app.command("serve")
-def metrics_serve(sources: Path = SOURCES,
+def metrics_serve(sources: Path | None = SOURCES,
                   port: int = typer.Option(None, help="Port (default STRATACRAWL_METRICS_PORT)."),
                   evaluate_every: float = typer.Option(
                       60.0, help="Evaluate the alert rules every N seconds (0: never).")) -> None:
@@ -95,7 +95,7 @@ def metrics_serve(sources: Path = SOURCES,
     _serve(sources, port or settings().metrics_port, evaluate_every or None, "metrics")
 
 
-def monitor_cmd(sources: Path = SOURCES, as_json: bool = JSON) -> None:
+def monitor_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """Evaluate the alert rules once: what fires, what is pending, what resolved; exit 1
     while an alert condition holds (fired or pending)."""
     parsed = _load(sources)
@@ -128,7 +128,7 @@ def monitor_cmd(sources: Path = SOURCES, as_json: bool = JSON) -> None:
 
 
 def alert_rules_cmd(
-    sources: Path = SOURCES,
+    sources: Path | None = SOURCES,
     fmt: str = typer.Option("prometheus", "--format", help="Only prometheus for now."),
     out: Path | None = typer.Option(None, "--out", help="File (default: standard output)."),
     hold_s: float | None = typer.Option(None, "--for-seconds", help="The rules' for: "

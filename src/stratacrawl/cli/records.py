@@ -16,13 +16,16 @@ from stratacrawl.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     JSON,
+    SOURCES,
     bad_input,
     console,
     emit_json,
     err,
     fail,
+    find_sources,
     run,
     settings,
+    sources_path,
 )
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
@@ -35,14 +38,12 @@ if TYPE_CHECKING:  # the engines are imported by the command that runs them
     from stratacrawl.clean.run import CleanReport
     from stratacrawl.validate.runner import SuiteResult
 
-SOURCES = typer.Option(Path("sources.yaml"), "--sources", envvar="STRATACRAWL_SOURCES",
-                       help="The sources file.")
 expectations_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project.")
 
 
-def _sources(path: Path, only: str | None = None) -> SourcesFile:
+def _sources(given: Path | None, only: str | None = None) -> SourcesFile:
     try:
-        parsed = load_sources(path)
+        parsed = load_sources(sources_path(given))
         if only is not None:
             parsed.get(only)
         return parsed
@@ -71,7 +72,7 @@ def clean_table(report: CleanReport) -> Table:
 
 
 def clean_cmd(
-    sources: Path = SOURCES,
+    sources: Path | None = SOURCES,
     source: str | None = typer.Option(None, "--source", help="Only this source."),
     day: str | None = typer.Option(None, "--day", help="With --reclean: the day (YYYY-MM-DD)."),
     reclean: bool = typer.Option(False, "--reclean",
@@ -136,7 +137,7 @@ def results_table(results: list[SuiteResult]) -> Table:
 
 
 def validate_cmd(
-    sources: Path = SOURCES,
+    sources: Path | None = SOURCES,
     source: str | None = typer.Option(None, "--source", help="Only this source."),
     day: str | None = typer.Option(None, "--day", help="Day to check (default: today, UTC)."),
     days: int = typer.Option(1, "--days", help="Check this many days back, ending --day."),
@@ -175,13 +176,14 @@ def export_cmd(
     out: Path | None = typer.Option(None, "--out", help="File (default: standard output)."),
     include_failed: bool = typer.Option(
         False, "--include-failed", help="Also the days whose last validation failed."),
-    sources: Path = SOURCES,
+    sources: Path | None = SOURCES,
 ) -> None:
     """Records of a source since a day, for downstream use. Days whose last validation
     failed are held back (named, with their failed checks) unless --include-failed."""
     from stratacrawl.export import export_records
 
-    types = _sources(sources, source).get(source).field_types if sources.exists() else {}
+    found = find_sources(sources)   # (the field types; without a file, as stored)
+    types = _sources(found, source).get(source).field_types if found else {}
     first, last = _day(since), _day(until) if until else None
 
     async def main() -> tuple[int, list[DayVerdict]]:
@@ -204,7 +206,7 @@ def export_cmd(
 
 @expectations_app.command("init")
 def expectations_init(
-    sources: Path = SOURCES,
+    sources: Path | None = SOURCES,
     overwrite: bool = typer.Option(False, help="Rewrite every source's objects and suite."),
 ) -> None:
     """Write the GX objects (query asset, suite, validation definition, checkpoint) of every

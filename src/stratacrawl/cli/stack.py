@@ -14,7 +14,13 @@ from stratacrawl.errors import StratacrawlError
 from stratacrawl.redact import redact
 from stratacrawl.services import Services
 from stratacrawl.services.resolve import down as services_down
-from stratacrawl.stack import LocalStack, prefect_env, project_root
+from stratacrawl.stack import (
+    LocalStack,
+    forget_platform,
+    prefect_env,
+    project_root,
+    record_platform,
+)
 from stratacrawl.wiring import Runtime
 
 
@@ -70,12 +76,17 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         stack.start_worker(env, root)
         if sources.exists():
             stack.start_ops(env, ops_port, sources)
+        record_platform(s.state_path, sources=str(sources), prefect_api=stack.api_url,
+                        ops=ops if sources.exists() else None)
         # recovery on worker start: hot rebuilt from cold before scheduled work claims
         stack.run([sys.executable, "-m", "prefect", "deployment", "run", "recovery/recovery"],
                   env, root)
     except StratacrawlError as e:
         stack.stop()
         fail(e)
+    if sources.exists():
+        console.print(f"sources file: {sources}   (the CLI reads it when given none)")
+    console.print(f"state:        {s.state_path}")
     console.print(f"Prefect UI:   http://127.0.0.1:{port}")
     console.print(f"Prefect API:  {stack.api_url}   (export PREFECT_API_URL={stack.api_url})")
     for tier, url in (("Redis", endpoints.redis_url), ("Elasticsearch", endpoints.elasticsearch_url),
@@ -85,7 +96,10 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         console.print(f"Ops page:     {ops}   (Data Docs: {ops}/docs/)")
     console.print("recovery: a run of recovery/recovery was started on the worker")
     if paused:
-        console.print(f"[yellow]no sources file at {escape(str(sources))}[/]: schedules of "
+        looked = (f"{escape(str(sources))}" if s.sources.is_absolute() else
+                  f"{escape(str(s.sources))} in {escape(str(Path.cwd()))} nor in "
+                  f"{escape(str(root))}")
+        console.print(f"[yellow]no sources file[/] (looked for {looked}): schedules of "
                       f"{paused} paused; write one and run `stratacrawl up` again, or try "
                       "`stratacrawl up --demo`")
     console.print("stop everything with: stratacrawl down")
@@ -95,4 +109,5 @@ def down() -> None:
     """Stop the worker, the Prefect server and the embedded tiers."""
     s = settings()
     stopped = LocalStack(s.state_path).stop() + services_down(s)
+    forget_platform(s.state_path)
     console.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))

@@ -9,7 +9,18 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from stratacrawl.cli.common import EXIT_FAILED, EXIT_TIER, JSON, console, emit_json, fail, run, settings
+from stratacrawl.cli.common import (
+    EXIT_FAILED,
+    EXIT_TIER,
+    JSON,
+    SOURCES,
+    console,
+    emit_json,
+    fail,
+    find_sources,
+    run,
+    settings,
+)
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.compensation import SourceCompensation, compensate
@@ -88,13 +99,12 @@ def demote_cmd(as_json: bool = JSON) -> None:
              EXIT_TIER)
 
 
-def sink_cmd(sources: Path = typer.Option(Path("sources.yaml"), "--sources",
-                                          envvar="STRATACRAWL_SOURCES"),
-             as_json: bool = JSON) -> None:
+def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging retention."""
     s = settings()
+    found = find_sources(sources)
     try:
-        snapshots = snapshot_source_ids(sources)
+        snapshots = snapshot_source_ids(found) if found else []
     except StratacrawlError as e:
         fail(e)
         raise
