@@ -39,3 +39,33 @@ def test_serve_prints_sources_and_exits_cleanly(tmp_path: Path, sig: signal.Sign
     # No child left behind: the port is free again.
     with pytest.raises(httpx.ConnectError):
         httpx.get(urls[0] + "/", timeout=2)
+
+
+def test_sim_break_breaks_a_running_source_and_fix_mends_it(tmp_path: Path) -> None:
+    """`sim break` finds the source in the sources file and tells its simulator; its pages
+    then fail (as a broken site's would) until `--fix`."""
+    from stratacrawl.sim import SimulatorThread, build_specs
+    from stratacrawl.sim.crawl_config import sources_document
+    from tests.helpers import cli
+
+    specs = build_specs(2, 7, first_host=254)
+    with SimulatorThread(specs):
+        path = tmp_path / "sources.yaml"
+        path.write_text(__import__("yaml").safe_dump(sources_document(specs)))
+        target = specs[1]
+        broken = cli("sim", "break", target.id, "--errors", "1.0", "--slow", "--sources",
+                     str(path))
+        assert broken.returncode == 0, broken.stderr
+        assert f"{target.id}: broken" in broken.stdout
+        state = httpx.get(target.base_url + "/_sim/control").json()["behaviour"]
+        assert state["error_rate"] == 1.0 and state["latency_median_ms"] == 4000.0
+        assert httpx.get(specs[0].base_url + "/_sim/control").json()["behaviour"][
+            "error_rate"] == 0.0   # the other source is untouched
+        mended = cli("sim", "break", target.id, "--fix", "--sources", str(path))
+        assert mended.returncode == 0, mended.stderr
+        state = httpx.get(target.base_url + "/_sim/control").json()["behaviour"]
+        assert state["error_rate"] == 0.0 and state["latency_median_ms"] == 0.0
+        nothing = cli("sim", "break", target.id, "--sources", str(path))
+        assert nothing.returncode == 2 and "--errors" in nothing.stderr
+        unknown = cli("sim", "break", "nope", "--stop", "--sources", str(path))
+        assert unknown.returncode == 2 and "nope" in unknown.stderr

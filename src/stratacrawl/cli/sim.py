@@ -12,7 +12,7 @@ import typer
 import uvloop
 import yaml
 
-from stratacrawl.cli.common import bad_input, console
+from stratacrawl.cli.common import SOURCES, bad_input, console, fail, sources_path
 from stratacrawl.sim import Simulator, build_specs
 from stratacrawl.sim.content import truth
 from stratacrawl.sim.crawl_config import sources_document
@@ -103,3 +103,68 @@ def truth_cmd(
         out.write_text(doc)
     else:
         print(doc)
+
+
+# What each way of breaking a simulated source sets on it (``/_sim/control``), and --fix.
+BREAKS = {
+    "errors": "every request answers 5xx with this share (no Retry-After: no hold)",
+    "slow": "answers take ~4 s (latency alerts: 2x the hour before)",
+    "redesign": "pages keep answering 200 but lose their structure (format anomaly, "
+                "completeness checks)",
+    "stop": "the site stops publishing new items (freshness checks)",
+}
+FIXED = {"error_rate": 0.0, "retry_after_503": 2.0, "latency_median_ms": 0.0,
+         "redesign": False, "publishing": True}
+
+
+@app.command("break")
+def break_cmd(
+    source: str = typer.Argument(..., help="The simulated source (its id in the sources file)."),
+    errors: float | None = typer.Option(None, min=0.0, max=1.0,
+                                        help="Share of requests answered 5xx (1.0: all)."),
+    slow: bool = typer.Option(False, help=BREAKS["slow"] + "."),
+    redesign: bool = typer.Option(False, help=BREAKS["redesign"] + "."),
+    stop: bool = typer.Option(False, help=BREAKS["stop"] + "."),
+    fix: bool = typer.Option(False, help="Undo every break of the source."),
+    sources: Path | None = SOURCES,
+) -> None:
+    """Break a source of a running simulator (`sim serve`, `up --demo`) to see the alerts
+    and failed runs it causes; --fix mends it."""
+    import httpx
+
+    from stratacrawl.errors import StratacrawlError
+    from stratacrawl.sources import load_sources
+
+    values: dict[str, object] = dict(FIXED) if fix else {}
+    if errors is not None:
+        values.update(error_rate=errors, retry_after_503=None)
+    if slow:
+        values["latency_median_ms"] = 4000.0
+    if redesign:
+        values["redesign"] = True
+    if stop:
+        values["publishing"] = False
+    if not values:
+        bad_input("say how to break it: --errors SHARE, --slow, --redesign, --stop (or --fix)")
+    try:
+        seed = load_sources(sources_path(sources)).get(source).seeds[0]
+    except KeyError as e:
+        bad_input(str(e).strip('"'))
+        raise
+    except StratacrawlError as e:
+        fail(e)
+        raise
+    parts = httpx.URL(seed)
+    control = f"{parts.scheme}://{parts.host}:{parts.port}/_sim/control"
+    try:
+        answer = httpx.post(control, json=values, timeout=10)
+    except httpx.HTTPError as e:
+        fail(f"{source}: no simulator answers at {control} ({e})")
+        raise
+    if answer.status_code != 200:
+        fail(f"{source}: {control} answered {answer.status_code}: {answer.text[:200]}")
+    state = answer.json()["behaviour"]
+    shown = {k: state.get(k) for k in ("error_rate", "latency_median_ms", "redesign")}
+    console.print(f"{source}: {'mended' if fix else 'broken'} — {shown}, publishing "
+                  f"{values.get('publishing', 'as before')}. The next fetch runs see it; an "
+                  "alert fires once its condition held for STRATACRAWL_ALERT_HOLD_S.")
