@@ -33,7 +33,9 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"http://127.0.0.1:{port}" in up.stdout
         # No sources file here: what needs one is paused, said in one line; the rest runs
-        assert "no sources file at" in up.stdout and "stratacrawl up --demo" in up.stdout
+        out = " ".join(up.stdout.split())
+        assert "no sources file (looked for sources.yaml in" in out and "nor in" in out, out
+        assert "stratacrawl up --demo" in out
         ui = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert ui.status_code == 200 and "<html" in ui.text.lower()
         deployments = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
