@@ -151,7 +151,7 @@ class LiveMetrics:
                 else:
                     pipe.hincrby(key, field_name, int(value))
             pipe.expire(key, KEEP_S)
-            pipe.lpush(trace_key(source_id), *reversed(lines))
+            pipe.lpush(trace_key(source_id), *lines)   # the batch's newest ends up first
             pipe.ltrim(trace_key(source_id), 0, TRACE_LEN - 1)
             await pipe.execute()
 
@@ -192,5 +192,7 @@ class LiveMetrics:
         return out
 
     async def trace(self, source_id: str, n: int = TRACE_LEN) -> list[dict[str, object]]:
+        """The last ``n`` requests, newest first (batches record their requests when they
+        end, so the list is put in time order here)."""
         raw = await self.redis.lrange(trace_key(source_id), 0, n - 1)
-        return [json.loads(x) for x in raw]
+        return sorted((json.loads(x) for x in raw), key=lambda t: str(t["at"]), reverse=True)

@@ -37,7 +37,8 @@ from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.history import roll_up
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom import registry
-from stratacrawl.sources import SourcesFile
+from stratacrawl.monitor.rules import findings
+from stratacrawl.sources import AlertThresholds, SourcesFile
 
 log = logging.getLogger(__name__)
 STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:"
@@ -45,6 +46,8 @@ STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{bor
          ".ok{color:#080}.warn{color:#b60}.bad{color:#c00}.idle{color:#888}"
          "#charts{display:flex;flex-wrap:wrap;gap:8px}.strip span{display:inline-block;"
          "width:18px;height:18px;margin:1px}.strip .pass{background:#3a3}"
+         ".strip .day{display:inline-flex;flex-direction:column;align-items:center;"
+         "margin-right:6px;text-decoration:none;color:#444}"
          ".strip .fail{background:#d33}")
 WINDOWS_H = (1, 6, 24, 72)
 DOCS_PATH = "/docs/"   # where the ops server serves the Data Docs folder
@@ -71,11 +74,21 @@ def _rate(configured: float, effective: float, held_s: float) -> str:
     return f"{configured:.3g}"
 
 
-def status(m: SourceMetrics, alerts: list[Alert]) -> tuple[str, str]:
+def status(m: SourceMetrics, alerts: list[Alert], now: float,
+           thresholds: AlertThresholds | None = None) -> tuple[str, str]:
+    """A source's status by the alert rules themselves: its fired alerts, and the
+    conditions that hold now but have not been held long enough to fire ("failing",
+    "degraded" with "(alert pending)"). A source at 0 % success is never "ok" while its
+    alert waits out its hold."""
+    now_found = findings(m, thresholds or AlertThresholds(), now)
     if any(a.level in ("P0", "P1") or a.severity == "critical" for a in alerts):
         return "alerting", "bad"
+    if any(f.level in ("P0", "P1") for f in now_found):
+        return "failing (alert pending)", "bad"
     if alerts:
         return "degraded", "warn"
+    if any(f.level == "P2" for f in now_found):
+        return "degraded (alert pending)", "warn"
     if m.window.requests == 0:
         return "idle", "idle"
     return "ok", "ok"
@@ -188,7 +201,7 @@ class OpsApp:
         rows = []
         for sid in self.sources.ids:
             m, mine = metrics[sid], [a for a in alerts if a.source_id == sid]
-            label, css = status(m, mine)
+            label, css = status(m, mine, now, self.sources.get(sid).alerts)
             rate = m.window.success_rate
             check = checks.get(sid)
             docs = self._docs(check[2]) if check else None
@@ -226,9 +239,10 @@ class OpsApp:
             f"<td>{escape(str(t['url']))}</td><td>{t.get('status') or ''}</td><td>{t['ms']}</td>"
             f"<td>{t['bytes']}</td><td>{escape(str(t.get('error') or ''))}</td>"
             f"<td>{escape(str(t.get('worker') or ''))}</td></tr>" for t in trace)
-        strip = "".join(
-            f"<a href='{escape(self._docs(docs) or '#')}'><span class='{'pass' if ok else 'fail'}' "
-            f"title='{day}: {'pass' if ok else 'FAIL'}'></span></a>"
+        strip = "".join(   # a labelled day each: its date, pass or FAIL, its Data Docs
+            f"<a class='day' href='{escape(self._docs(docs) or '#')}' title='{day}: "
+            f"{'pass' if ok else 'FAIL'}'><span class='{'pass' if ok else 'fail'}'></span>"
+            f"<small>{str(day)[5:]} {'pass' if ok else 'FAIL'}</small></a>"
             for day, ok, docs in await validation_strip(self.pool, sid))
         body = (f"<p><a href='/'>all sources</a></p>{await self._charts(request, sid, time.time())}"
                 f"<h2>Validation, last 14 days</h2><p class='strip'>"

@@ -157,3 +157,29 @@ async def test_ingest_is_judged_on_minutes_staging_has_caught_up_on(comps: Compo
     staged = (await collect(comps.redis, comps.pool, ["s1"], now=later))["s1"]
     assert staged.staged_per_min == 40 / WINDOW_MIN
     assert findings(staged, AlertThresholds(), later) == []
+
+
+async def test_the_ops_page_agrees_with_itself(comps: Components) -> None:
+    """A source at 0 % success whose alert still waits out its hold is "failing (alert
+    pending)", not "ok" in green beside "success 0.0 %"; its last requests read newest
+    first (batches that ended out of order were listed as they ended)."""
+    from stratacrawl.sources import parse_sources
+
+    t = time.time()
+    live = LiveMetrics(redis=comps.redis)
+
+    def results(start: float, n: int, kind: Kind, reason: str) -> list[tuple[str, FetchResult]]:
+        return [(f"h{i}", FetchResult(f"http://s1.example/{start}/{i}", Verdict(kind, reason),
+                                      datetime.fromtimestamp(start + i, UTC), "t", status=500))
+                for i in range(n)]
+
+    await live.record_batch("s1", "w", results(t - 30, 15, Kind.TRANSIENT, "http-500"))
+    await live.record_batch("s1", "w", results(t - 60, 15, Kind.TRANSIENT, "http-500"))
+    trace = await live.trace("s1")
+    assert [r["at"] for r in trace] == sorted((r["at"] for r in trace), reverse=True)
+    sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://s1.example/"]}]})
+    async with TestClient(TestServer(OpsApp(comps.redis, comps.pool, sources).app())) as client:
+        page = await (await client.get("/")).text()
+    row = page.split("data-source='s1'", 1)[1].split("</tr>", 1)[0]
+    assert "failing (alert pending)" in row and "class='status bad'" in row, row
+    assert "0.0%" in row
