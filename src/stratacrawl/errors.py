@@ -17,16 +17,12 @@
 across families.
 
 The drivers' own errors that mean one of our tiers did not answer are listed once, in
-:data:`TIER_DOWN` (:func:`tier_of` names the tier): a fetch or landing that failed with
-one of them is not the page's fault, and costs the task no attempt.
+:mod:`stratacrawl.tier_errors` (kept apart: importing the drivers costs a command's start
+time): a fetch or landing that failed with one of them is not the page's fault, and
+costs the task no attempt.
 """
 
 from __future__ import annotations
-
-import elastic_transport
-import psycopg
-import redis.exceptions
-from psycopg_pool import PoolTimeout
 
 
 class StratacrawlError(Exception):
@@ -133,28 +129,8 @@ class TierOutage(ServiceUnavailable):
     """A tier stayed away longer than a crawl waits for it (``STRATACRAWL_TIER_OUTAGE_S``)."""
 
 
-# Driver errors meaning a tier did not answer (refused, reset, timed out, still loading
-# its data after a restart). Not the builtin ``ConnectionError``/``OSError``: a site's
-# connection errors are those, and they are the page's.
-REDIS_DOWN: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError)
-POSTGRES_DOWN: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
-ELASTICSEARCH_DOWN: tuple[type[BaseException], ...] = (
-    elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout)
-TIER_DOWN = REDIS_DOWN + POSTGRES_DOWN + ELASTICSEARCH_DOWN
-# ``last_error`` of tasks that an older version ended FAILED for one of those (the
+# ``last_error`` of tasks that an older version ended FAILED because a tier did not answer (the
 # fetcher named unknown exceptions by their type): compensation and recovery re-queue them.
 TIER_ERROR_NAMES = ("ConnectionError", "TimeoutError", "BusyLoadingError", "TryAgainError",
                     "OperationalError", "InterfaceError", "PoolTimeout", "ConnectionTimeout",
                     "tier-unavailable")
-
-
-def tier_of(exc: BaseException) -> str:
-    """The tier an error of :data:`TIER_DOWN` came from."""
-    if isinstance(exc, REDIS_DOWN):
-        return "Redis"
-    if isinstance(exc, POSTGRES_DOWN):
-        return "PostgreSQL"
-    return "Elasticsearch"

@@ -13,7 +13,6 @@ import zstandard
 
 from stratacrawl.cold.staging import claim_undiscovered, mark_discovered
 from stratacrawl.cold.tasks import NewTask
-from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -23,6 +22,7 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import DB_DOWN
+from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, check_target

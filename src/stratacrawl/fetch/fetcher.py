@@ -23,7 +23,7 @@ import brotli
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from stratacrawl.errors import TIER_DOWN, InvalidURL
+from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status, parse_retry_after
 from stratacrawl.fetch.decode import BoundedDecoder, TooLarge
 from stratacrawl.fetch.headers import browser_headers
@@ -32,6 +32,7 @@ from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.tls import ssl_context
 from stratacrawl.sources import Source
+from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.urls import canonicalize, check_target
 
 log = logging.getLogger(__name__)

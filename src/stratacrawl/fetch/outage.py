@@ -14,7 +14,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from stratacrawl.errors import TierOutage, tier_of
+from stratacrawl.errors import TierOutage
+from stratacrawl.tier_errors import tier_of
 
 log = logging.getLogger(__name__)
 FIRST_PROBE_S = 0.5

@@ -17,12 +17,12 @@ from urllib.parse import urlsplit
 import httpx
 from protego import Protego
 
-from stratacrawl.errors import TIER_DOWN
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.fetch.tls import ssl_context
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis
+from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.urls import check_target
 
 NO_ANSWER: tuple[type[BaseException], ...] = (SourceHeld, *TIER_DOWN)

@@ -27,7 +27,7 @@ from stratacrawl.cold.pool import ping
 from stratacrawl.cold.staging import StagedFetch, make_row, to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
-from stratacrawl.errors import TIER_DOWN, InvalidURL
+from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.fetcher import DEADLINE_S, Fetcher, SourceClient
 from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.outage import Outage
@@ -47,6 +47,7 @@ from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.writer import StagingWriter
+from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
 
