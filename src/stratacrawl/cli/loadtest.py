@@ -56,4 +56,5 @@ def loadtest_cmd(
         print(json.dumps(result.figures))
     else:
         console.print(md.read_text())
-        console.print(f"report: {md}  chart: {png}")
+        console.print(f"report: {md}  chart: " + (str(png) if png else
+                      "none (install the charts extra: pip install 'stratacrawl[charts]')"))

@@ -18,8 +18,13 @@ log = logging.getLogger(__name__)
 ARTIFACT_KEY = "stratacrawl-loadtest"
 
 
-def chart(result: LoadTestResult, path: Path) -> Path:
-    import matplotlib
+def chart(result: LoadTestResult, path: Path) -> Path | None:
+    """The chart as a PNG, or None without matplotlib (the ``charts`` extra: a runtime
+    dependency of this one chart only)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
@@ -176,9 +181,9 @@ def publish_artifact(md: Path, api_url: str | None = None) -> str | None:
     return api_url
 
 
-def write_report(result: LoadTestResult, out: Path) -> tuple[Path, Path]:
+def write_report(result: LoadTestResult, out: Path) -> tuple[Path, Path | None]:
     png = chart(result, out / "loadtest.png")
     md = out / "loadtest.md"
-    md.write_text(markdown(result, png.name))
+    md.write_text(markdown(result, png.name if png else None))
     (out / "loadtest.json").write_text(result_json(result))
     return md, png
