@@ -117,6 +117,25 @@ def sources_path(given: Path | None) -> Path:
     return found
 
 
+URL_WIDTH = 40   # a URL in a table: shortened in the middle to this, host and last segment kept
+
+
+def short_url(url: str, width: int = URL_WIDTH) -> str:
+    """``url`` shortened in its middle to at most ``width`` characters where it can be,
+    keeping what tells URLs apart in a table: the host and the last path segment with the
+    query (``http://127.0.0.1:8001/…/article/12?ref=3``). Rich would cut the end off, to
+    a few characters in 80 columns."""
+    if len(url) <= width:
+        return url
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    head = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+    tail = parts.path.rstrip("/").rsplit("/", 1)[-1] + (f"?{parts.query}" if parts.query else "")
+    short = f"{head}/…/{tail}"
+    return short if len(short) < len(url) else url
+
+
 def emit_json(data: Any) -> None:
     """A command's ``--json`` report: one JSON document on standard output."""
     print(json.dumps(data, default=_json_default, ensure_ascii=False), flush=True)

@@ -22,6 +22,7 @@ from stratacrawl.cli.common import (
     find_sources,
     run,
     settings,
+    short_url,
     sources_path,
 )
 from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow, load_canonical_counts, load_rules
@@ -54,6 +55,25 @@ def report_table(report: CrawlReport) -> Table:
         captions.append("re-fetches left for tomorrow (daily budget): " + ", ".join(waiting))
     if captions:
         table.caption = "\n".join(captions)
+    return table
+
+
+def rules_table(rows: list[RuleRow], pins: list[dict[str, str]]) -> Table:
+    """The learned and configured URL rules; rules and examples fold (never cut off) and
+    example URLs are shortened in the middle, so the table reads in 80 columns."""
+    table = Table(title=f"{len(rows)} learned URL rule(s)")
+    longest = max((len(r.rule) for r in rows), default=4)
+    table.add_column("source", overflow="fold")
+    table.add_column("rule (state)", overflow="fold", min_width=min(longest, 20), max_width=24)
+    table.add_column("support / against", overflow="fold", width=9)
+    table.add_column("seen (first, last)", overflow="fold", width=11)
+    table.add_column("example", overflow="fold", min_width=18, max_width=26)
+    for r in rows:
+        example = "\n".join(short_url(u) for u in (r.example or "").split() if u != "=")
+        table.add_row(r.source_id, f"{r.rule}\n({r.state})", f"{r.support} / {r.counterexamples}",
+                      f"{r.first_seen:%m-%d %H:%M}\n{r.last_seen:%m-%d %H:%M}", example)
+    for p in pins:
+        table.add_row(p["source_id"], f"{p['rule']}\n({p['state']})", "", "", "")
     return table
 
 
@@ -173,17 +193,7 @@ def url_rules_cmd(
     if as_json:
         emit_json({"learned": rows, "configured": pins, "canonical_links": canonicals})
         return
-    table = Table(title=f"{len(rows)} learned URL rule(s)")
-    for col in ("source", "rule", "state", "support", "against", "first seen", "last seen",
-                "example"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r.source_id, r.rule, r.state, str(r.support), str(r.counterexamples),
-                      f"{r.first_seen:%Y-%m-%d %H:%M}", f"{r.last_seen:%Y-%m-%d %H:%M}",
-                      r.example or "")
-    for p in pins:
-        table.add_row(p["source_id"], p["rule"], p["state"], "", "", "", "", "")
-    console.print(table)
+    console.print(rules_table(rows, pins))
     for sid, c in canonicals.items():   # rel=canonical links met while learning
         console.print(f"{sid}: rel=canonical links used {c.used}; ignored: off-host "
                       f"{c.off_host}, to a missing page {c.missing}, in a loop {c.looped}")

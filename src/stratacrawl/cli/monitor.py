@@ -20,6 +20,7 @@ from stratacrawl.cli.common import (
     fail,
     run,
     settings,
+    short_url,
     sources_path,
 )
 from stratacrawl.errors import StratacrawlError
@@ -54,14 +55,22 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
     if as_json:
         emit_json(rows)
         return
+    console.print(trace_table(source, rows))
+
+
+def trace_table(source: str, rows: list[dict[str, object]]) -> Table:
+    """A source's last requests, newest first; URLs shortened in the middle (host and last
+    segment kept) and folded rather than cut, so the table reads in 80 columns."""
     table = Table(title=f"{source}: last {len(rows)} requests")
-    for col in ("time", "URL", "status", "ms", "bytes", "error", "worker"):
-        table.add_column(col)
+    table.add_column("time", no_wrap=True)
+    table.add_column("URL", overflow="fold", min_width=20, max_width=30)
+    for col in ("status", "ms", "bytes", "error", "worker"):
+        table.add_column(col, overflow="fold")
     for t in rows:
-        table.add_row(str(t["at"])[11:23], str(t["url"]), str(t.get("status") or ""),
+        table.add_row(str(t["at"])[11:19], short_url(str(t["url"])), str(t.get("status") or ""),
                       str(t["ms"]), str(t["bytes"]), str(t.get("error") or ""),
                       str(t.get("worker") or ""))
-    console.print(table)
+    return table
 
 
 def _serve(sources: Path | None, port: int, evaluate_every: float | None, what: str) -> None:
