@@ -62,12 +62,13 @@ def rules_table(rows: list[RuleRow], pins: list[dict[str, str]]) -> Table:
     """The learned and configured URL rules; rules and examples fold (never cut off) and
     example URLs are shortened in the middle, so the table reads in 80 columns."""
     table = Table(title=f"{len(rows)} learned URL rule(s)")
-    longest = max((len(r.rule) for r in rows), default=4)
-    table.add_column("source", overflow="fold")
-    table.add_column("rule (state)", overflow="fold", min_width=min(longest, 20), max_width=24)
-    table.add_column("support / against", overflow="fold", width=9)
+    # Fixed widths that add up to 80 columns with the borders: Rich measures a URL as one
+    # unbreakable word and would widen its column past the terminal, cutting the edge off.
+    table.add_column("source", overflow="fold", width=8)
+    table.add_column("rule (state)", overflow="fold", width=18)
+    table.add_column("support / against", overflow="fold", width=7)
     table.add_column("seen (first, last)", overflow="fold", width=11)
-    table.add_column("example", overflow="fold", min_width=18, max_width=26)
+    table.add_column("example", overflow="fold", width=20)
     for r in rows:
         example = "\n".join(short_url(u) for u in (r.example or "").split() if u != "=")
         table.add_row(r.source_id, f"{r.rule}\n({r.state})", f"{r.support} / {r.counterexamples}",

@@ -62,10 +62,10 @@ def trace_table(source: str, rows: list[dict[str, object]]) -> Table:
     """A source's last requests, newest first; URLs shortened in the middle (host and last
     segment kept) and folded rather than cut, so the table reads in 80 columns."""
     table = Table(title=f"{source}: last {len(rows)} requests")
-    table.add_column("time", no_wrap=True)
-    table.add_column("URL", overflow="fold", min_width=20, max_width=30)
-    for col in ("status", "ms", "bytes", "error", "worker"):
-        table.add_column(col, overflow="fold")
+    # Fixed widths that add up to 80 columns with the borders (see ``rules_table``).
+    for col, width in (("time", 8), ("URL", 22), ("status", 6), ("ms", 6), ("bytes", 7),
+                       ("error", 8), ("worker", 10)):
+        table.add_column(col, overflow="fold", width=width)
     for t in rows:
         table.add_row(str(t["at"])[11:19], short_url(str(t["url"])), str(t.get("status") or ""),
                       str(t["ms"]), str(t["bytes"]), str(t.get("error") or ""),
