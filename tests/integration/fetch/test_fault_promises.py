@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -155,17 +156,21 @@ async def test_retried_faults_are_counted_even_when_the_retry_succeeds(
     assert out["retries"]["connection-reset"] <= resets
 
 
+async def _crawled_into_warm(comps: Components, specs: list[Any]) -> int:
+    """The sites crawled and every fetched URL demoted to warm; how many cold marks synced."""
+    with SimulatorThread(specs):
+        await crawl(comps, sources_for(specs), until_idle=True, seconds=60, flush_s=0.3)
+    await demote(comps.pool, comps.es, comps.runtime.layout)
+    return await _count(comps, "SELECT count(*) FROM url_state WHERE warm_synced_at "
+                        "IS NOT NULL")
+
+
 async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> None:
     """Warm wiped while the crawl went on (one URL indexed since): recovery compares
     warm with cold's synced rows per weekly index and re-indexes what is missing. It
     once saw "warm holds 1 document" and left it at 1 of thousands."""
-    specs = small_site(1, 157, backlog=30)
-    with SimulatorThread(specs):
-        await crawl(comps, sources_for(specs), until_idle=True, seconds=60, flush_s=0.3)
+    synced = await _crawled_into_warm(comps, small_site(1, 157, backlog=30))
     layout = comps.runtime.layout
-    await demote(comps.pool, comps.es, layout)
-    synced = await _count(comps, "SELECT count(*) FROM url_state WHERE warm_synced_at "
-                          "IS NOT NULL")
     assert synced > 20
     index = f"{layout.alias('url_dedup')}-*"
     await comps.es.indices.refresh(index=index)
@@ -191,13 +196,8 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
 async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
     """``url_meta`` lost with ``url_dedup`` intact: recovery counted only url_dedup and
     never refilled the page metadata (``lookup`` then answered from cold)."""
-    specs = small_site(1, 158, backlog=20)
-    with SimulatorThread(specs):
-        await crawl(comps, sources_for(specs), until_idle=True, seconds=60, flush_s=0.3)
+    synced = await _crawled_into_warm(comps, small_site(1, 158, backlog=20))
     layout = comps.runtime.layout
-    await demote(comps.pool, comps.es, layout)
-    synced = await _count(comps, "SELECT count(*) FROM url_state WHERE warm_synced_at "
-                          "IS NOT NULL")
     meta, dedup = f"{layout.alias('url_meta')}-*", f"{layout.alias('url_dedup')}-*"
     await comps.es.indices.refresh(index=meta)
     assert synced > 10 and (await comps.es.count(index=meta))["count"] == synced
