@@ -296,8 +296,16 @@ class EmbeddedPostgres(EmbeddedServer):
         _forget_pgserver_handle(pgdata)
         try:
             server = pgserver.get_server(pgdata, cleanup_mode=None)
-        except Exception as e:
-            raise ServiceStartError("PostgreSQL", None, f"embedded pgserver failed: {e}") from e
+        except Exception as first:
+            # pgserver's `pg_ctl start -w` gives up after 10 s; on a busy machine it did
+            # while the server's log already said "ready". Once more, which finds the
+            # running server (or starts it) before giving up.
+            _forget_pgserver_handle(pgdata)
+            try:
+                server = pgserver.get_server(pgdata, cleanup_mode=None)
+            except Exception as e:
+                raise ServiceStartError("PostgreSQL", None,
+                                        f"embedded pgserver failed: {e}") from first
         info = server.get_postmaster_info()
         url = f"postgresql://postgres@/postgres?host={info.socket_dir}"
         return Running(self.name, int(info.pid), url)

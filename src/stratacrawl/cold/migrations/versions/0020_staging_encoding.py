@@ -15,8 +15,12 @@ down_revision = "0019"
 
 
 def upgrade() -> None:
+    # page_snapshots keeps staging's columns in staging's order (retention copies rows
+    # across with SELECT *)
     op.execute("ALTER TABLE staging ADD COLUMN encoding text")
+    op.execute("ALTER TABLE page_snapshots ADD COLUMN encoding text")
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE page_snapshots DROP COLUMN encoding")
     op.execute("ALTER TABLE staging DROP COLUMN encoding")
