@@ -18,6 +18,27 @@ from stratacrawl.cold.metrics_history import MinuteRow
 WIDTH, HEIGHT, PAD_L, PAD_B, PAD_T = 560, 150, 52, 22, 18
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 Series = dict[str, list[tuple[float, float]]]  # name -> (epoch seconds, value)
+TICKS = 5          # time labels along the x axis, ends included
+GAP_S = 150.0      # points further apart than this (minute rows) are not joined: a gap
+
+
+def _tick_label(t: float, span: float) -> str:
+    """A time axis label that tells the ticks of its window apart: the day too once the
+    window spans half a day (a 24 h window's ends read the same clock time)."""
+    when = datetime.fromtimestamp(t, UTC)
+    return f"{when:%m-%d %H:%M}" if span >= 12 * 3600 else f"{when:%H:%M}"
+
+
+def _runs(pts: list[tuple[float, float]], gap_s: float) -> list[list[tuple[float, float]]]:
+    """``pts`` split where consecutive points are more than ``gap_s`` apart: minutes with
+    no data are drawn as gaps, not as a straight line across them."""
+    runs: list[list[tuple[float, float]]] = []
+    for p in pts:
+        if runs and p[0] - runs[-1][-1][0] <= gap_s:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
 
 
 def _fmt(v: float) -> str:
@@ -27,8 +48,10 @@ def _fmt(v: float) -> str:
 
 
 def line_chart(title: str, series: Series, t0: float, t1: float, *, unit: str = "",
-               y_max: float | None = None, css: str = "") -> str:
-    """One chart: a polyline per series over [t0, t1], y from 0, axis labels, a legend."""
+               y_max: float | None = None, css: str = "",
+               joined: frozenset[str] = frozenset()) -> str:
+    """One chart: a polyline per series over [t0, t1] (broken where minutes have no data,
+    but for the series named in ``joined``), y from 0, labelled time ticks, a legend."""
     values = [v for pts in series.values() for _, v in pts]
     top = y_max if y_max is not None else max(values, default=0.0) or 1.0
     w, h = WIDTH - PAD_L - 8, HEIGHT - PAD_B - PAD_T
@@ -46,24 +69,30 @@ def line_chart(title: str, series: Series, t0: float, t1: float, *, unit: str = 
              f"<line x1='{PAD_L}' y1='{PAD_T}' x2='{PAD_L}' y2='{PAD_T + h}' stroke='#999'/>",
              f"<text x='{PAD_L - 4}' y='{PAD_T + 4}' font-size='10' text-anchor='end'>"
              f"{_fmt(top)}{escape(unit)}</text>",
-             f"<text x='{PAD_L - 4}' y='{PAD_T + h}' font-size='10' text-anchor='end'>0</text>",
-             f"<text x='{PAD_L}' y='{HEIGHT - 6}' font-size='10'>"
-             f"{datetime.fromtimestamp(t0, UTC):%H:%M} UTC</text>",
-             f"<text x='{PAD_L + w}' y='{HEIGHT - 6}' font-size='10' text-anchor='end'>"
-             f"{datetime.fromtimestamp(t1, UTC):%H:%M} UTC</text>"]
+             f"<text x='{PAD_L - 4}' y='{PAD_T + h}' font-size='10' text-anchor='end'>0</text>"]
+    for i in range(TICKS):   # time ticks, UTC, each labelled
+        t = t0 + span * i / (TICKS - 1)
+        x = PAD_L + w * i / (TICKS - 1)
+        anchor = "start" if i == 0 else "end" if i == TICKS - 1 else "middle"
+        label = _tick_label(t, span) + (" UTC" if i == TICKS - 1 else "")
+        parts.append(f"<line x1='{x:.1f}' y1='{PAD_T + h}' x2='{x:.1f}' y2='{PAD_T + h + 3}' "
+                     f"stroke='#999'/><text class='tick' x='{x:.1f}' y='{HEIGHT - 6}' "
+                     f"font-size='10' text-anchor='{anchor}'>{label}</text>")
     if not values:
         parts.append(f"<text x='{PAD_L + w / 2}' y='{PAD_T + h / 2}' font-size='11' "
                      "text-anchor='middle' fill='#888'>no data in this window</text>")
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
-        if len(pts) == 1:
-            x, y = xy(*pts[0]).split(",")
-            parts.append(f"<circle class='series' data-series='{escape(name)}' cx='{x}' "
-                         f"cy='{y}' r='2' fill='{colour}'/>")
-        elif pts:
-            points = " ".join(xy(t, v) for t, v in pts)
-            parts.append(f"<polyline class='series' data-series='{escape(name)}' fill='none' "
-                         f"stroke='{colour}' stroke-width='1.5' points='{points}'/>")
+        for run in ([pts] if name in joined else _runs(pts, GAP_S)):
+            if len(run) == 1:
+                cx, cy = xy(*run[0]).split(",")
+                parts.append(f"<circle class='series' data-series='{escape(name)}' cx='{cx}' "
+                             f"cy='{cy}' r='2' fill='{colour}'/>")
+            elif run:
+                points = " ".join(xy(t, v) for t, v in run)
+                parts.append(f"<polyline class='series' data-series='{escape(name)}' "
+                             f"fill='none' stroke='{colour}' stroke-width='1.5' "
+                             f"points='{points}'/>")
         parts.append(f"<text x='{PAD_L + 8 + i * 130}' y='{PAD_T + 10}' font-size='10' "
                      f"fill='{colour}'>{escape(name)}</text>")
     parts.append("</svg>")
@@ -129,14 +158,16 @@ def charts_html(rows: Sequence[MinuteRow], spans: Sequence[tuple[datetime, datet
     mean = total_lat / total_req if total_req else None
     p99 = pts("p99_ms")
     latency: Series = {"p99 ms": p99}
+    mean_name = f"mean over window {mean:.0f} ms" if mean is not None else ""
     if mean is not None and p99:
-        latency[f"mean over window {mean:.0f} ms"] = [(p99[0][0], mean), (p99[-1][0], mean)]
+        latency[mean_name] = [(p99[0][0], mean), (p99[-1][0], mean)]
     return "".join([
         line_chart("pages per minute", {"requests": pts("requests"), "failed": pts("failed")},
                    t0, t1, css="pages"),
         line_chart("success rate", {"success %": success}, t0, t1, unit="%", y_max=100,
                    css="success"),
-        line_chart("latency", latency, t0, t1, unit=" ms", css="latency"),
+        line_chart("latency", latency, t0, t1, unit=" ms", css="latency",
+                   joined=frozenset({mean_name})),
         line_chart("backlog", {"ledger": pts("ledger_backlog"), "hot": pts("hot_backlog")},
                    t0, t1, css="backlog"),
         line_chart("ingest vs fetch (per minute)", {"fetched ok": pts("ok"),

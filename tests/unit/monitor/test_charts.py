@@ -46,3 +46,18 @@ def test_charts_sum_sources_per_minute_and_draw_the_alert_timeline() -> None:
     assert len(_points(pages, "requests")) == 3  # one point a minute, both sources summed
     assert "mean over window 10 ms" in html
     assert html.count("class='alert'") == 1 and "P1 success_rate a" in html
+
+
+def test_time_ticks_are_distinct_and_gaps_stay_gaps() -> None:
+    """A 24 h window read "12:53 UTC … 12:53 UTC", and a line was drawn straight across
+    the minutes with no data."""
+    t0 = T0.timestamp()
+    day = line_chart("pages", {"requests": [(t0, 1)]}, t0, t0 + 86_400)
+    ticks = re.findall(r"class='tick'[^>]*>([^<]+)<", day)
+    assert len(ticks) == 5 and len(set(ticks)) == 5, ticks
+    assert ticks[0] == "12-01 10:00" and ticks[-1] == "12-02 10:00 UTC"
+    hour = line_chart("pages", {"requests": [(t0, 1)]}, t0, t0 + 3600)
+    assert re.findall(r"class='tick'[^>]*>([^<]+)<", hour)[1] == "10:15"
+    gapped = line_chart("pages", {"requests": [(t0, 1), (t0 + 60, 2), (t0 + 600, 3),
+                                               (t0 + 660, 4), (t0 + 1200, 5)]}, t0, t0 + 1200)
+    assert gapped.count("<polyline") == 2 and gapped.count("<circle") == 1
