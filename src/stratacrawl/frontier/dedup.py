@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import last_crawled
 from stratacrawl.frontier.bloom import BloomFilter
-from stratacrawl.hot.url_state import HotURL, HotURLState
+from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.warm.indices import IndexLayout
 from stratacrawl.warm.url_docs import last_crawled as warm_last_crawled
 
@@ -93,7 +93,7 @@ class Dedup:
             # list hop's path, not two (hot answers most known URLs; a new one costs an
             # HMGET miss).
             (seen_before, ready), hot = await asyncio.gather(
-                self.bloom.check_and_add_ready(todo), self.hot.get_many(todo))
+                self.bloom.check_and_add_ready(todo), self.hot.last_crawled_many(todo))
             if not ready:
                 seen_before = [True] * len(todo)
             maybe = [(fp, entry) for fp, entry, seen in zip(todo, hot, seen_before, strict=True)
@@ -119,9 +119,10 @@ class Dedup:
         for fp in fps:
             self._cache[fp] = (expiry, verdicts[fp], ages.get(fp))
 
-    async def _exact(self, maybe: list[tuple[str, HotURL | None]], now: float,
+    async def _exact(self, maybe: list[tuple[str, float | None]], now: float,
                      ages: dict[str, float]) -> dict[str, Seen]:
-        """Verdicts of the URLs the Bloom filter may have seen, given their hot entries.
+        """Verdicts of the URLs the Bloom filter may have seen, given when hot says each
+        was last crawled (None: hot does not know it).
         What hot does not answer goes to warm; if warm has not answered within
         ``hedge_s``, cold (the truth) is asked too and whichever answers first decides —
         a slow warm node does not set the tail latency, and a fast one still keeps the
@@ -129,10 +130,10 @@ class Dedup:
         found: dict[str, Seen] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
         touched, pending = [], []
-        for fp, entry in maybe:
-            if entry is not None and entry.last_crawled is not None:
-                found[fp] = self._age_verdict(entry.last_crawled, now)
-                ages[fp] = entry.last_crawled
+        for fp, hot_crawled in maybe:
+            if hot_crawled is not None:
+                found[fp] = self._age_verdict(hot_crawled, now)
+                ages[fp] = hot_crawled
                 touched.append(fp)
                 self.stats["hot"] += 1
             else:

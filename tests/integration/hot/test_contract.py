@@ -65,6 +65,22 @@ async def test_url_state_of_a_batch(hot_comps: Components) -> None:
     if per_node is not None:
         assert len(per_node) == 3 and min(per_node) > 500 and sum(per_node) == 2500
 
+async def test_last_crawled_of_a_batch_known_and_unknown(hot_comps: Components) -> None:
+    """What dedup asks of every URL of a batch (one field, one script call per 1,000 URLs
+    on a single Redis): known URLs' last crawl, None for the rest, in order."""
+    hot = hot_comps.hot_urls
+    fps = fingerprints(2300, seed=11)
+    await hot.record([], {fp: {"lc": 100.0 + i} for i, fp in enumerate(fps[::2])})
+    await hot.record([], {fps[1]: {"st": 200}})   # state, but never crawled
+    want = [100.0 + i // 2 if i % 2 == 0 else None for i in range(len(fps))]
+    assert await hot.last_crawled_many(fps) == want
+    got = await hot.get_many(fps)
+    assert [g.last_crawled if g else None for g in got] == want
+    assert got[1] is not None and got[1].status == 200 and got[3] is None
+    flush_scripts(hot_comps)                       # a server that lost its scripts
+    assert await hot.last_crawled_many(fps[:4]) == want[:4]
+
+
 async def test_fetched_url_state_packed_without_a_mapping(hot_comps: Components) -> None:
     """A staging flush's URLs: absent validators are left as they were, a validator
     holding the unit separator (the fields' delimiter) keeps the rest of its text."""
