@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 
 PROMOTE_EVERY_S = 0.05
+# Batches up to this size (a list page's links) ask hot beside the Bloom filter, in one
+# round trip; larger ones (bulk) ask it after, about the positives only.
+HOT_BESIDE_BLOOM_MAX = 1000
 
 
 class Seen(StrEnum):
@@ -90,14 +93,24 @@ class Dedup:
                 todo.append(fp)
         if todo:
             # The Bloom filter and the hot tier are asked at once: one round trip on the
-            # list hop's path, not two (hot answers most known URLs; a new one costs an
-            # HMGET miss).
-            (seen_before, ready), hot = await asyncio.gather(
-                self.bloom.check_and_add_ready(todo), self.hot.last_crawled_many(todo))
+            # list hop's path, not two (hot answers most known URLs; a new one costs a
+            # miss). A bulk batch (a sitemap, a recovery) asks hot after the filter, only
+            # about its positives: there throughput counts, and most URLs are new.
+            if len(todo) <= HOT_BESIDE_BLOOM_MAX:
+                (seen_before, ready), hot = await asyncio.gather(
+                    self.bloom.check_and_add_ready(todo), self.hot.last_crawled_many(todo))
+            else:   # bulk: hot is asked only about what the filter may have seen
+                seen_before, ready = await self.bloom.check_and_add_ready(todo)
+                hot = None
             if not ready:
                 seen_before = [True] * len(todo)
-            maybe = [(fp, entry) for fp, entry, seen in zip(todo, hot, seen_before, strict=True)
-                     if seen]
+            maybe_fps = [fp for fp, seen in zip(todo, seen_before, strict=True) if seen]
+            if hot is None:
+                maybe = list(zip(maybe_fps, await self.hot.last_crawled_many(maybe_fps),
+                                 strict=True))
+            else:
+                known = dict(zip(todo, hot, strict=True))
+                maybe = [(fp, known[fp]) for fp in maybe_fps]
             for fp in set(todo) - {fp for fp, _ in maybe}:
                 out[fp] = Seen.NEW
             self.stats["bloom_new"] += len(todo) - len(maybe)
