@@ -6,11 +6,9 @@ imports Prefect.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ import httpx
 
 from stratacrawl.errors import ServiceStartError
 from stratacrawl.services import Endpoints
-from stratacrawl.services.embedded import Registry, Running, free_port, terminate
+from stratacrawl.services.embedded import Registry, Running, recorded_port, terminate
 
 WORK_POOL = "stratacrawl"
 SERVER = "prefect-server"
@@ -102,18 +100,6 @@ def platform_record(state_dir: Path) -> dict[str, str | None] | None:
 
 def forget_platform(state_dir: Path) -> None:
     (state_dir / PLATFORM).unlink(missing_ok=True)
-
-
-def _port_free(port: int) -> bool:
-    if not 1024 <= port < 65536:
-        return False
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _prefect(*args: str) -> list[str]:
@@ -245,16 +231,7 @@ class LocalStack:
         """The first port of the demo's sites: the one they had before when those ports
         are free, so a simulator started again answers where the ledger's URLs point (on
         new ports, the platform fetched the old addresses and counted connect errors)."""
-        recorded = self.state_dir / "simulator-port"
-        candidates = []
-        with contextlib.suppress(OSError, ValueError):
-            candidates.append(int(recorded.read_text()))
-        candidates += [free_port() for _ in range(20)]
-        for first in candidates:
-            if all(_port_free(first + i) for i in range(sources)):
-                recorded.write_text(str(first))
-                return first
-        raise ServiceStartError("site simulator", None, f"no {sources} free ports in a row")
+        return recorded_port(self.state_dir / "simulator-port", sources)
 
     def stop(self) -> list[str]:
         """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the

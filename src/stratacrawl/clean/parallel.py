@@ -94,7 +94,6 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-
 def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
     import uvloop
 

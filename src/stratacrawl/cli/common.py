@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 import uvloop
@@ -18,6 +18,9 @@ from rich.markup import escape
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
 from stratacrawl.signals import StopSignals
+
+if TYPE_CHECKING:
+    from stratacrawl.sources import SourcesFile
 
 T = TypeVar("T")
 console = Console(highlight=False, soft_wrap=True)
@@ -63,12 +66,14 @@ def bad_input(message: str) -> NoReturn:
     fail(message, EXIT_BAD_INPUT)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
+def run(coro: Coroutine[Any, Any, T], signals: StopSignals | None = None) -> T:
     """Run a command's coroutine on uvloop; a Stratacrawl error ends the command with its
     message and its exit code. SIGINT and SIGTERM alike cancel it (its ``finally`` blocks
     run: transactions roll back, servers close) and end it quietly with 128 + the
-    signal's number (130, 143)."""
-    signals = StopSignals(graceful=False)
+    signal's number (130, 143) — or, with a graceful ``signals`` (whose event the
+    coroutine watches), the first one only asks it to stop and it returns; the second
+    cancels it."""
+    signals = signals or StopSignals(graceful=False)
 
     async def main() -> T:
         with signals.installed():
@@ -105,6 +110,22 @@ def find_sources(given: Path | None) -> Path | None:
         err.print(f"sources file: {escape(platform)} (the platform's: stratacrawl up)")
         return Path(platform)
     return None
+
+
+def load_sources_file(given: Path | None, only: str | None = None) -> SourcesFile:
+    """The sources file of :func:`sources_path`, parsed; a file with problems ends the
+    command with them, a source ``only`` that it lacks is bad input."""
+    from stratacrawl.sources import load_sources
+
+    try:
+        parsed = load_sources(sources_path(given))
+        if only is not None:
+            parsed.get(only)
+        return parsed
+    except KeyError as e:
+        bad_input(str(e).strip('"'))
+    except StratacrawlError as e:
+        fail(e)
 
 
 def sources_path(given: Path | None) -> Path:

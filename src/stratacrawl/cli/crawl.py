@@ -12,7 +12,6 @@ from rich.live import Live
 from rich.table import Table
 
 from stratacrawl.cli.common import (
-    EXIT_INTERRUPTED,
     JSON,
     SOURCES,
     bad_input,
@@ -20,6 +19,7 @@ from stratacrawl.cli.common import (
     emit_json,
     fail,
     find_sources,
+    load_sources_file,
     run,
     settings,
     short_url,
@@ -88,41 +88,28 @@ def crawl_cmd(
                                  "then the whole report (for the load test and scripts)."),
 ) -> None:
     """Run discovery and fetch until no work is due, with a progress line."""
-    try:
-        parsed = load_sources(sources_path(sources))
-    except StratacrawlError as e:
-        fail(e)
-
+    parsed = load_sources_file(sources)
     signals = StopSignals(graceful=True)   # SIGTERM or SIGINT: drain, land, report
 
     async def main() -> CrawlReport:
         tune_crawl_process()
         report = CrawlReport()
-        with signals.installed():
-            return await crawl_with(report)
-
-    async def crawl_with(report: CrawlReport) -> CrawlReport:
         async with open_app(settings()) as comps:
-            run = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
-                        worker_id=worker_id, report=report, stop=signals.event)
+            crawling = crawl(comps, parsed, until_idle=until_idle, seconds=seconds,
+                             worker_id=worker_id, report=report, stop=signals.event)
             if as_json:
-                return await with_json_progress(run, report)
+                return await with_json_progress(crawling, report)
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 def progress(r: CrawlReport) -> None:
                     live.update(f"fetched {r.fetched} · queued {r.discovery.queued} · "
                                 f"staged {r.writer.landed if r.writer else 0}")
                 ticker = asyncio.create_task(every(1.0, lambda _lag: progress(report)))
                 try:
-                    return await run
+                    return await crawling
                 finally:
                     ticker.cancel()
 
-    try:
-        report = uvloop.run(main())
-    except StratacrawlError as e:
-        fail(e)
-    except (KeyboardInterrupt, asyncio.CancelledError):  # a second signal: stopped at once
-        sys.exit(signals.exit_code or EXIT_INTERRUPTED)
+    report = run(main(), signals)   # (a second signal stops it at once: exit 130/143)
     if not as_json:  # (with --json the report was the last JSON line)
         console.print(report_table(report))
         dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())

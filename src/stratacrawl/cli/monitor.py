@@ -17,29 +17,18 @@ from stratacrawl.cli.common import (
     bad_input,
     console,
     emit_json,
-    fail,
+    load_sources_file,
     run,
     settings,
     short_url,
-    sources_path,
 )
-from stratacrawl.errors import StratacrawlError
 from stratacrawl.monitor.evaluate import Evaluation, evaluate
 from stratacrawl.monitor.inspection import inspect
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom_rules import rules_document
-from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.wiring import open_app
 
 metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics.")
-
-
-def _load(given: Path | None) -> SourcesFile:
-    try:
-        return load_sources(sources_path(given))
-    except StratacrawlError as e:
-        fail(e)
-        raise
 
 
 def trace_cmd(source: str = typer.Argument(..., help="Source id."),
@@ -76,7 +65,7 @@ def trace_table(source: str, rows: list[dict[str, object]]) -> Table:
 def _serve(sources: Path | None, port: int, evaluate_every: float | None, what: str) -> None:
     from stratacrawl.monitor.web import serve  # the web server: only when it serves
 
-    parsed = _load(sources)
+    parsed = load_sources_file(sources)
     s = settings()
 
     async def main() -> None:
@@ -107,7 +96,7 @@ def metrics_serve(sources: Path | None = SOURCES,
 def monitor_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """Evaluate the alert rules once: what fires, what is pending, what resolved; exit 1
     while an alert condition holds (fired or pending)."""
-    parsed = _load(sources)
+    parsed = load_sources_file(sources)
     s = settings()
 
     async def main() -> Evaluation:
@@ -147,7 +136,7 @@ def alert_rules_cmd(
     file), for a Prometheus that scrapes `stratacrawl metrics serve`."""
     if fmt != "prometheus":
         bad_input(f"--format: {fmt!r} is not a known format; have: prometheus")
-    parsed = _load(sources)
+    parsed = load_sources_file(sources)
     hold = settings().alert_hold_s if hold_s is None else hold_s
     text = yaml.safe_dump(rules_document(parsed, hold), sort_keys=False, width=1000)
     if out is None:

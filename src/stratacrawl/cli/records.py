@@ -21,16 +21,13 @@ from stratacrawl.cli.common import (
     console,
     emit_json,
     err,
-    fail,
     find_sources,
+    load_sources_file,
     run,
     settings,
-    sources_path,
 )
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
-from stratacrawl.errors import StratacrawlError
-from stratacrawl.sources import SourcesFile, load_sources
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.wiring import open_app
 
@@ -39,20 +36,6 @@ if TYPE_CHECKING:  # the engines are imported by the command that runs them
     from stratacrawl.validate.runner import SuiteResult
 
 expectations_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project.")
-
-
-def _sources(given: Path | None, only: str | None = None) -> SourcesFile:
-    try:
-        parsed = load_sources(sources_path(given))
-        if only is not None:
-            parsed.get(only)
-        return parsed
-    except KeyError as e:
-        bad_input(str(e).strip('"'))
-        raise
-    except StratacrawlError as e:
-        fail(e)
-        raise
 
 
 def clean_table(report: CleanReport) -> Table:
@@ -89,7 +72,7 @@ def clean_cmd(
     from stratacrawl.clean.parallel import default_processes
     from stratacrawl.clean.run import clean_staged
 
-    parsed = _sources(sources, source)
+    parsed = load_sources_file(sources, source)
     if reclean and (source is None or day is None):
         bad_input("--reclean needs --source and --day")
     workers = processes or default_processes()
@@ -147,7 +130,7 @@ def validate_cmd(
     could not run (a suite naming a column the source lacks)."""
     from stratacrawl.validate.runner import Validator, days_back
 
-    parsed = _sources(sources, source)
+    parsed = load_sources_file(sources, source)
     chosen = [parsed.get(source)] if source else parsed.sources
     day_list = days_back(days, _day(day) if day else None)
 
@@ -183,7 +166,7 @@ def export_cmd(
     from stratacrawl.export import export_records
 
     found = find_sources(sources)   # (the field types; without a file, as stored)
-    types = _sources(found, source).get(source).field_types if found else {}
+    types = load_sources_file(found, source).get(source).field_types if found else {}
     first, last = _day(since), _day(until) if until else None
 
     async def main() -> tuple[int, list[DayVerdict]]:
@@ -219,7 +202,7 @@ def expectations_init(
         write_source,
     )
 
-    parsed = _sources(sources)
+    parsed = load_sources_file(sources)
     s = settings()
 
     def write(database_url: str) -> tuple[int, Path]:

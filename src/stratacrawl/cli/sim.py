@@ -12,7 +12,7 @@ import typer
 import uvloop
 import yaml
 
-from stratacrawl.cli.common import SOURCES, bad_input, console, fail, sources_path
+from stratacrawl.cli.common import SOURCES, bad_input, console, fail, load_sources_file
 from stratacrawl.sim import Simulator, build_specs
 from stratacrawl.sim.content import truth
 from stratacrawl.sim.crawl_config import sources_document
@@ -105,9 +105,8 @@ def truth_cmd(
         print(doc)
 
 
-# What each way of breaking a simulated source sets on it (``/_sim/control``), and --fix.
+# What --slow, --redesign and --stop do to a simulated source, and what --fix sets.
 BREAKS = {
-    "errors": "every request answers 5xx with this share (no Retry-After: no hold)",
     "slow": "answers take ~4 s (latency alerts: 2x the hour before)",
     "redesign": "pages keep answering 200 but lose their structure (format anomaly, "
                 "completeness checks)",
@@ -121,7 +120,8 @@ FIXED = {"error_rate": 0.0, "retry_after_503": 2.0, "latency_median_ms": 0.0,
 def break_cmd(
     source: str = typer.Argument(..., help="The simulated source (its id in the sources file)."),
     errors: float | None = typer.Option(None, min=0.0, max=1.0,
-                                        help="Share of requests answered 5xx (1.0: all)."),
+                                        help="Share of requests answered 5xx (1.0: all; no "
+                                             "Retry-After, so no hold)."),
     slow: bool = typer.Option(False, help=BREAKS["slow"] + "."),
     redesign: bool = typer.Option(False, help=BREAKS["redesign"] + "."),
     stop: bool = typer.Option(False, help=BREAKS["stop"] + "."),
@@ -132,8 +132,6 @@ def break_cmd(
     and failed runs it causes; --fix mends it."""
     import httpx
 
-    from stratacrawl.errors import StratacrawlError
-    from stratacrawl.sources import load_sources
 
     values: dict[str, object] = dict(FIXED) if fix else {}
     if errors is not None:
@@ -146,14 +144,7 @@ def break_cmd(
         values["publishing"] = False
     if not values:
         bad_input("say how to break it: --errors SHARE, --slow, --redesign, --stop (or --fix)")
-    try:
-        seed = load_sources(sources_path(sources)).get(source).seeds[0]
-    except KeyError as e:
-        bad_input(str(e).strip('"'))
-        raise
-    except StratacrawlError as e:
-        fail(e)
-        raise
+    seed = load_sources_file(sources, only=source).get(source).seeds[0]
     parts = httpx.URL(seed)
     control = f"{parts.scheme}://{parts.host}:{parts.port}/_sim/control"
     try:

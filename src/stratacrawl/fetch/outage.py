@@ -42,9 +42,13 @@ class Outage:
 
     def failed(self, exc: BaseException) -> None:
         """A call to a tier failed with one of ``TIER_DOWN``."""
+        self.away(tier_of(exc), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def away(self, tier: str, reason: str) -> None:
+        """``tier`` is not answering (``reason``); an outage under way goes on as it was."""
         if self.tier is None:
-            self.tier, self.since, self._wait = tier_of(exc), time.monotonic(), FIRST_PROBE_S
-            self.reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.tier, self.since, self._wait = tier, time.monotonic(), FIRST_PROBE_S
+            self.reason = reason
             self.outages += 1
             log.warning("crawl: %s is not answering (%s); claims paused, waiting up to %.0f s",
                         self.tier, self.reason, self.limit_s)

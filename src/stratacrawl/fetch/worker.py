@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.pool import ping
@@ -474,7 +473,7 @@ class FetchWorker:
                         continue
                 if self.writer.degraded and not await self.writer.probe():
                     # PostgreSQL away: no new claims, the spool holds what was fetched
-                    self.outage.failed(psycopg.OperationalError("staging spools its pages"))
+                    self.outage.away("PostgreSQL", "staging spools its pages")
                     continue
                 try:
                     started = await self._start_batches()

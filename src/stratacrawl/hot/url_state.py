@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
@@ -121,11 +122,7 @@ class HotURLState:
                     pipe.hmget(key(fp), FIELDS)
                 rows = await pipe.execute()
             return [_decode(r) for r in rows]
-        out: list[HotURL | None] = []
-        for i in range(0, len(fps), CALL_KEYS):
-            rows = await self._get(keys=[key(fp) for fp in fps[i:i + CALL_KEYS]], args=FIELDS)
-            out += [_decode(r) for r in rows]
-        return out
+        return [_decode(r) for r in await self._read(fps, FIELDS)]
 
     async def last_crawled_many(self, fps: Sequence[str]) -> list[float | None]:
         """When each URL was last crawled, as hot knows it (None: not known here): what
@@ -133,11 +130,15 @@ class HotURLState:
         URLs is then a list of nils, not of 7-field arrays)."""
         if is_cluster(self.redis) or len(fps) < 2:
             return [h.last_crawled if h else None for h in await self.get_many(fps)]
-        out: list[float | None] = []
+        return [float(v) if v else None for v in await self._read(fps, ("lc",))]
+
+    async def _read(self, fps: Sequence[str], fields: Sequence[str]) -> list[Any]:
+        """``url_state_get.lua`` over ``fps``, ``CALL_KEYS`` URLs a call (single Redis):
+        per URL its fields' values, or with one field that value."""
+        out: list[Any] = []
         for i in range(0, len(fps), CALL_KEYS):
-            values = await self._get(keys=[key(fp) for fp in fps[i:i + CALL_KEYS]],
-                                     args=["lc"])
-            out += [float(v) if v else None for v in values]
+            out += await self._get(keys=[key(fp) for fp in fps[i:i + CALL_KEYS]],
+                                   args=list(fields))
         return out
 
     async def record(self, touched: Sequence[str],

@@ -56,6 +56,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` now (bound as servers bind: connections
+    of its last life may still be in TIME_WAIT)."""
+    if not 1024 <= port < 65536:
+        return False
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def recorded_port(record: Path, count: int = 1) -> int:
+    """The first of ``count`` consecutive ports: the one written in ``record`` when they
+    are all free, else a newly found one (written there). A server started again (after
+    a crash or a stop) then answers where its clients knew it, so they reconnect by
+    themselves."""
+    candidates = []
+    with contextlib.suppress(OSError, ValueError):
+        candidates.append(int(record.read_text()))
+    candidates += [free_port() for _ in range(20)]
+    for first in candidates:
+        if all(port_free(first + i) for i in range(count)):
+            record.write_text(str(first))
+            return first
+    raise ServiceStartError("embedded server", None, f"no {count} free ports in a row")
+
+
 def _wait_gone(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -160,19 +190,9 @@ class EmbeddedServer(ABC):
     def _start(self) -> Running: ...
 
     def _port(self) -> int:
-        """The port this server had last time, if it is free; else a free one (recorded).
-        A server started again (``services up`` after a crash or a stop) answers where
-        its clients knew it, so a running crawl reconnects to it by itself."""
-        recorded = self.dir / "port"
-        with contextlib.suppress(OSError, ValueError):
-            port = int(recorded.read_text())
-            with socket.socket() as s:   # free as the server binds it (connections of
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # its last life may
-                s.bind(("127.0.0.1", port))                              # be in TIME_WAIT)
-            return port
-        port = free_port()
-        recorded.write_text(str(port))
-        return port
+        """The port this server had last time, if it is free (see :func:`recorded_port`):
+        ``services up`` after a crash restarts it where a running crawl reconnects."""
+        return recorded_port(self.dir / "port")
 
     def _stop(self, running: Running) -> None:
         terminate(running.pid)
