@@ -36,3 +36,16 @@ def test_elasticsearch_imports_normally_when_pyarrow_came_first() -> None:
                "from elasticsearch.serializer import OrjsonSerializer\n"
                "print('ok')")
     assert out == "ok"
+
+
+def test_the_command_line_loads_no_engine_until_a_command_runs() -> None:
+    """`stratacrawl --help` (and any command's) imports the commands but none of the
+    engines they drive: the crawler's HTTP client, the stores' drivers, Great Expectations,
+    Prefect. A module-level import of one of them in a command module costs every
+    invocation ~0.5 s (`stratacrawl bench cli` measures it)."""
+    heavy = ["aiohttp", "elasticsearch", "psycopg", "psycopg_pool", "redis", "great_expectations",
+             "prefect", "trafilatura", "pandas", "stratacrawl.wiring", "stratacrawl.crawl"]
+    out = _run("import sys, stratacrawl.cli.app, typer.main\n"
+               "typer.main.get_command(stratacrawl.cli.app.app)  # every command's signature\n"
+               f"print(' '.join(m for m in {heavy!r} if m in sys.modules) or 'none')")
+    assert out == "none"

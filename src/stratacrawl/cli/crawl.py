@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import uvloop
@@ -25,15 +26,13 @@ from stratacrawl.cli.common import (
     short_url,
     sources_path,
 )
-from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow, load_canonical_counts, load_rules
-from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.progress import every, with_json_progress
 from stratacrawl.signals import StopSignals
-from stratacrawl.sources import load_sources
-from stratacrawl.tuning import tune_crawl_process
-from stratacrawl.wiring import open_app
+
+if TYPE_CHECKING:   # (imported where used: `--help` does not load the crawler)
+    from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow
+    from stratacrawl.crawl import CrawlReport
+    from stratacrawl.frontier.discovery import DiscoveryStats
 
 
 def report_table(report: CrawlReport) -> Table:
@@ -88,6 +87,11 @@ def crawl_cmd(
                                  "then the whole report (for the load test and scripts)."),
 ) -> None:
     """Run discovery and fetch until no work is due, with a progress line."""
+    from stratacrawl.crawl import CrawlReport, crawl
+    from stratacrawl.progress import every, with_json_progress
+    from stratacrawl.tuning import tune_crawl_process
+    from stratacrawl.wiring import open_app
+
     parsed = load_sources_file(sources)
     signals = StopSignals(graceful=True)   # SIGTERM or SIGINT: drain, land, report
 
@@ -125,6 +129,9 @@ def submit_cmd(
     sources: Path | None = SOURCES,
 ) -> None:
     """Urgent URLs for a source: ahead of every scheduled task, fetched even if known."""
+    from stratacrawl.sources import load_sources
+    from stratacrawl.wiring import open_app
+
     try:
         src = load_sources(sources_path(sources)).get(source)
     except KeyError as e:
@@ -156,6 +163,10 @@ def url_rules_cmd(
 ) -> None:
     """The learned URL equivalence rules (per source: state, support, counterexamples,
     first and last seen), and the rules the sources file pins or forbids."""
+    from stratacrawl.cold.url_rules import load_canonical_counts, load_rules
+    from stratacrawl.sources import load_sources
+    from stratacrawl.wiring import open_app
+
     configured: dict[str, tuple[list[str], list[str]]] = {}
     sources = find_sources(sources)   # (its pinned and forbidden rules)
     if sources is not None and sources.exists():

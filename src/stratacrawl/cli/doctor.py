@@ -7,22 +7,25 @@ import importlib.util
 import os
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-import httpx
 import typer
 from rich.markup import escape
 
 from stratacrawl.cli.common import EXIT_BAD_INPUT, EXIT_TIER, JSON, console, emit_json, settings
 from stratacrawl.errors import SourcesError, StratacrawlError
-from stratacrawl.services import Services
-from stratacrawl.services.embedded import Registry
-from stratacrawl.settings import Settings
-from stratacrawl.sources import load_sources
-from stratacrawl.wiring import Runtime, check_elasticsearch, check_postgres, check_redis
+
+if TYPE_CHECKING:   # (imported where used: `--help` stays quick)
+    from stratacrawl.settings import Settings
+    from stratacrawl.wiring import Runtime
 
 
 def prefect_status(s: Settings) -> str:
     """Where flows will run: a Prefect API server, or the ephemeral in-process one."""
+    import httpx
+
+    from stratacrawl.services.embedded import Registry
+
     api = os.environ.get("PREFECT_API_URL")
     running = Registry(s.state_path).alive("prefect-server")
     if not api and running:
@@ -40,6 +43,8 @@ def prefect_status(s: Settings) -> str:
 
 
 async def _checks(rt: Runtime) -> list[tuple[str, str | BaseException]]:
+    from stratacrawl.wiring import check_elasticsearch, check_postgres, check_redis
+
     named: list[tuple[str, Callable[[Runtime], Awaitable[str]]]] = [
         ("Redis", check_redis), ("Elasticsearch", check_elasticsearch),
         ("PostgreSQL", check_postgres)]
@@ -50,6 +55,10 @@ async def _checks(rt: Runtime) -> list[tuple[str, str | BaseException]]:
 def doctor(as_json: bool = JSON) -> None:
     """Check each tier, Prefect and the sources file; exit 3 if a tier or Prefect is
     unreachable, 2 if only the sources file is wrong, naming whatever failed."""
+    from stratacrawl.services import Services
+    from stratacrawl.sources import load_sources
+    from stratacrawl.wiring import Runtime
+
     s = settings()
     checks: list[dict[str, object]] = []
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import typer
 
 from stratacrawl.cli.common import console, settings
-from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
 from stratacrawl.loadtest.result import VIAS, LoadTestConfig
-from stratacrawl.scratch import scratch_runtime
 
 LOADTEST_REDIS_DB = 5
 
@@ -37,7 +35,7 @@ def loadtest_cmd(
     out: Path | None = typer.Option(None, help="Report folder (default: <state>/loadtest/<time>)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """The seed's load test on scratch tiers (its own database, Redis DB and indices):
+    """The load test on scratch tiers (its own database, Redis DB and indices):
     simulator with ~1.8 s latency, N workers, a cleaner, one worker killed halfway;
     a Markdown report and a PNG chart land in the report folder."""
     cfg = LoadTestConfig(workers=workers, sources=sources, minutes=minutes, rate=rate,
@@ -45,7 +43,10 @@ def loadtest_cmd(
                          via=via.value, redis_cluster=redis_cluster)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = out or settings().state_path / "loadtest" / stamp
-    from stratacrawl.loadtest.run import run_loadtest  # the harness: only when it runs
+    # (imported here, not with the module: `--help` does not load the harness)
+    from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact, write_report
+    from stratacrawl.loadtest.run import run_loadtest
+    from stratacrawl.scratch import scratch_runtime
 
     with scratch_runtime("loadtest", LOADTEST_REDIS_DB, redis_cluster=redis_cluster) as rt:
         result = run_loadtest(rt, cfg, folder)

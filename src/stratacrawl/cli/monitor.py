@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import yaml
@@ -22,11 +23,9 @@ from stratacrawl.cli.common import (
     settings,
     short_url,
 )
-from stratacrawl.monitor.evaluate import Evaluation, evaluate
-from stratacrawl.monitor.inspection import inspect
-from stratacrawl.monitor.live import LiveMetrics
-from stratacrawl.monitor.prom_rules import rules_document
-from stratacrawl.wiring import open_app
+
+if TYPE_CHECKING:   # (imported where used: `--help` stays quick)
+    from stratacrawl.monitor.evaluate import Evaluation
 
 metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics.")
 
@@ -35,6 +34,8 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
               n: int = typer.Option(20, "-n", help="How many requests (at most 100)."),
               as_json: bool = JSON) -> None:
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
+    from stratacrawl.monitor.live import LiveMetrics
+    from stratacrawl.wiring import open_app
 
     async def main() -> list[dict[str, object]]:
         async with open_app(settings()) as c:
@@ -63,7 +64,8 @@ def trace_table(source: str, rows: list[dict[str, object]]) -> Table:
 
 
 def _serve(sources: Path | None, port: int, evaluate_every: float | None, what: str) -> None:
-    from stratacrawl.monitor.web import serve  # the web server: only when it serves
+    from stratacrawl.monitor.web import serve
+    from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources)
     s = settings()
@@ -96,6 +98,9 @@ def metrics_serve(sources: Path | None = SOURCES,
 def monitor_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """Evaluate the alert rules once: what fires, what is pending, what resolved; exit 1
     while an alert condition holds (fired or pending)."""
+    from stratacrawl.monitor.evaluate import evaluate
+    from stratacrawl.wiring import open_app
+
     parsed = load_sources_file(sources)
     s = settings()
 
@@ -134,6 +139,8 @@ def alert_rules_cmd(
 ) -> None:
     """The alert rules as a Prometheus rules file (thresholds per source from the sources
     file), for a Prometheus that scrapes `stratacrawl metrics serve`."""
+    from stratacrawl.monitor.prom_rules import rules_document
+
     if fmt != "prometheus":
         bad_input(f"--format: {fmt!r} is not a known format; have: prometheus")
     parsed = load_sources_file(sources)
@@ -148,6 +155,9 @@ def alert_rules_cmd(
 
 def inspect_cmd(as_json: bool = JSON) -> None:
     """The weekly inspection now; writes the Markdown report under the state folder."""
+    from stratacrawl.monitor.inspection import inspect
+    from stratacrawl.wiring import open_app
+
     s = settings()
 
     async def main() -> Path:

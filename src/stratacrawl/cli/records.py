@@ -26,13 +26,10 @@ from stratacrawl.cli.common import (
     run,
     settings,
 )
-from stratacrawl.cold.alerts import open_alerts
-from stratacrawl.cold.validation_results import DayVerdict, day_verdicts
-from stratacrawl.tuning import tune_long_running
-from stratacrawl.wiring import open_app
 
-if TYPE_CHECKING:  # the engines are imported by the command that runs them
+if TYPE_CHECKING:  # the engines are imported by the command that runs them (`--help` is quick)
     from stratacrawl.clean.run import CleanReport
+    from stratacrawl.cold.validation_results import DayVerdict
     from stratacrawl.validate.runner import SuiteResult
 
 expectations_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project.")
@@ -71,6 +68,8 @@ def clean_cmd(
     from stratacrawl.clean.cleaner import Cleaner
     from stratacrawl.clean.parallel import default_processes
     from stratacrawl.clean.run import clean_staged
+    from stratacrawl.tuning import tune_long_running
+    from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources, source)
     if reclean and (source is None or day is None):
@@ -129,6 +128,7 @@ def validate_cmd(
     """Run each source-day's checkpoint of the GX project; exit 1 if a check fails, 2 if one
     could not run (a suite naming a column the source lacks)."""
     from stratacrawl.validate.runner import Validator, days_back
+    from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources, source)
     chosen = [parsed.get(source)] if source else parsed.sources
@@ -163,7 +163,9 @@ def export_cmd(
 ) -> None:
     """Records of a source since a day, for downstream use. Days whose last validation
     failed are held back (named, with their failed checks) unless --include-failed."""
+    from stratacrawl.cold.validation_results import day_verdicts
     from stratacrawl.export import export_records
+    from stratacrawl.wiring import open_app
 
     found = find_sources(sources)   # (the field types; without a file, as stored)
     types = load_sources_file(found, source).get(source).field_types if found else {}
@@ -201,6 +203,7 @@ def expectations_init(
         write_config_variables,
         write_source,
     )
+    from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources)
     s = settings()
@@ -227,6 +230,8 @@ def expectations_init(
 def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),
                as_json: bool = JSON) -> None:
     """Open alerts (format anomalies, failed checks), newest first."""
+    from stratacrawl.cold.alerts import open_alerts
+    from stratacrawl.wiring import open_app
 
     async def main() -> None:
         async with open_app(settings()) as comps:

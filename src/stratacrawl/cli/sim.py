@@ -13,10 +13,6 @@ import uvloop
 import yaml
 
 from stratacrawl.cli.common import SOURCES, bad_input, console, fail, load_sources_file
-from stratacrawl.sim import Simulator, build_specs
-from stratacrawl.sim.content import truth
-from stratacrawl.sim.crawl_config import sources_document
-from stratacrawl.tuning import tune_long_running
 
 app = typer.Typer(no_args_is_help=True, help="The site simulator: a realistic web on loopback.")
 
@@ -40,7 +36,7 @@ def serve(
                                                 "floored to 10 minutes)."),
     first_host: int = typer.Option(10, help="First source on 127.0.0.<first-host>."),
     port: int = typer.Option(0, help="First port (each source adds one); 0 = any free port."),
-    noise: bool = typer.Option(False, help="The seed's normal noise: ~1.6 s latency, some 5xx."),
+    noise: bool = typer.Option(False, help="Realistic noise: ~1.6 s latency, some 5xx."),
     rate_limit: float | None = typer.Option(None, help="429 past this many requests/s per source."),
     backlog: int | None = typer.Option(None, min=1, help="Items each source has at its epoch."),
     oversized_rate: float | None = typer.Option(None, min=0, max=1,
@@ -50,6 +46,10 @@ def serve(
     as_json: bool = typer.Option(False, "--json", help="Announce sources as one JSON line."),
 ) -> None:
     """Serve the simulated sources until SIGINT/SIGTERM."""
+    from stratacrawl.sim import Simulator, build_specs
+    from stratacrawl.sim.crawl_config import sources_document
+    from stratacrawl.tuning import tune_long_running
+
     specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
                         ports=[port + i for i in range(sources)] if port else None, noise=noise)
     for s in specs:
@@ -95,6 +95,9 @@ def truth_cmd(
     out: Path | None = typer.Option(None, help="File to write (default: stdout)."),
 ) -> None:
     """The ground truth (every published item and its fields), computed without a server."""
+    from stratacrawl.sim import build_specs
+    from stratacrawl.sim.content import truth
+
     specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
                         ports=[port + i for i in range(sources)])
     now = _epoch(at) or datetime.now(UTC)

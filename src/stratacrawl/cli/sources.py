@@ -9,7 +9,6 @@ from rich.markup import escape
 
 from stratacrawl.cli.common import console, err
 from stratacrawl.errors import SourcesError
-from stratacrawl.sources import load_sources
 
 app = typer.Typer(no_args_is_help=True, help="Sources files.")
 
@@ -17,6 +16,8 @@ app = typer.Typer(no_args_is_help=True, help="Sources files.")
 @app.command()
 def validate(file: Path) -> None:
     """Check a sources file; prints every problem (file, source, field) and exits 1 on any."""
+    from stratacrawl.sources import load_sources
+
     try:
         parsed = load_sources(file)
     except SourcesError as e:

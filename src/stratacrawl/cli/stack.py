@@ -21,7 +21,6 @@ from stratacrawl.stack import (
     project_root,
     record_platform,
 )
-from stratacrawl.wiring import Runtime
 
 
 def _sources_file(configured: Path, root: Path) -> Path:
@@ -44,6 +43,8 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
            help="POST every fired P0/P1 alert here as JSON (a Prefect automation).")) -> None:
     """Start the tiers, a Prefect server (UI on 127.0.0.1), a worker; register blocks and
     automations; deploy. With no sources file the schedules that need one are paused."""
+    from stratacrawl.wiring import Runtime  # (here: `--help` does not load the engines)
+
     s = settings()
     stack = LocalStack(s.state_path, port)
     paused = ""

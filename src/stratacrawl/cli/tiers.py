@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -22,18 +23,20 @@ from stratacrawl.cli.common import (
     settings,
 )
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.sources import snapshot_source_ids
-from stratacrawl.tiers.compensation import SourceCompensation, compensate
-from stratacrawl.tiers.demotion import DemoteStats, demote
-from stratacrawl.tiers.lookup import URLFacts, lookup
-from stratacrawl.tiers.recovery import RecoveryReport
-from stratacrawl.tiers.sinking import SinkReport, sink
-from stratacrawl.wiring import open_app
+
+if TYPE_CHECKING:   # (imported by the command that runs: `--help` stays quick)
+    from stratacrawl.tiers.compensation import SourceCompensation
+    from stratacrawl.tiers.demotion import DemoteStats
+    from stratacrawl.tiers.lookup import URLFacts
+    from stratacrawl.tiers.recovery import RecoveryReport
+    from stratacrawl.tiers.sinking import SinkReport
 
 
 def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canonicalized)."),
                as_json: bool = JSON) -> None:
     """What the tiers know about a URL, and which tier answered."""
+    from stratacrawl.tiers.lookup import lookup
+    from stratacrawl.wiring import open_app
 
     async def main() -> URLFacts | None:
         async with open_app(settings()) as c:
@@ -61,6 +64,7 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
 
 def recover_cmd(as_json: bool = JSON) -> None:
     """Rebuild hot (and warm, if empty) from cold; safe to run at any time."""
+    from stratacrawl.wiring import open_app
 
     async def main() -> RecoveryReport:
         async with open_app(settings()) as c:
@@ -78,6 +82,9 @@ def recover_cmd(as_json: bool = JSON) -> None:
 
 def demote_cmd(as_json: bool = JSON) -> None:
     """Demote committed fetches to warm now (what the `demotion` deployment runs)."""
+    from stratacrawl.tiers.demotion import demote
+    from stratacrawl.wiring import open_app
+
     s = settings()
 
     async def main() -> DemoteStats:
@@ -101,6 +108,10 @@ def demote_cmd(as_json: bool = JSON) -> None:
 
 def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging retention."""
+    from stratacrawl.sources import snapshot_source_ids
+    from stratacrawl.tiers.sinking import sink
+    from stratacrawl.wiring import open_app
+
     s = settings()
     found = find_sources(sources)
     try:
@@ -132,6 +143,9 @@ def compensate_cmd(after_h: float | None = typer.Option(
         None, "--after-hours", help="Overdue threshold (default STRATACRAWL_COMPENSATE_AFTER_H)."),
                    as_json: bool = JSON) -> None:
     """Re-schedule overdue tasks, release parked batches, reclaim expired leases."""
+    from stratacrawl.tiers.compensation import compensate
+    from stratacrawl.wiring import open_app
+
     s = settings()
 
     async def main() -> dict[str, SourceCompensation]:
