@@ -52,7 +52,7 @@ def test_a_crash_exits_70_with_its_traceback_and_ctrl_c_130(
         raise ZeroDivisionError("division by zero")
 
     commands = importlib.import_module("stratacrawl.cli.app")
-    monkeypatch.setattr(commands, "app", crash)
+    monkeypatch.setattr(commands, "command", lambda: crash)
     with pytest.raises(SystemExit) as exc:
         cli_module.main()
     assert exc.value.code == 70
@@ -62,7 +62,7 @@ def test_a_crash_exits_70_with_its_traceback_and_ctrl_c_130(
     def interrupted(**_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands, "app", interrupted)
+    monkeypatch.setattr(commands, "command", lambda: interrupted)
     with pytest.raises(SystemExit) as exc:
         cli_module.main()
     assert exc.value.code == 130

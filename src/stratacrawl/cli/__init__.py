@@ -16,11 +16,11 @@ def main() -> None:
     The commands are imported here, not with this module: a process spawned by a command
     (a cleaner of ``clean --processes``) re-reads the console script, which imports only
     this module; the commands and all they import would cost it ~2 s of CPU."""
-    from stratacrawl.cli.app import app
+    from stratacrawl.cli.app import command
     from stratacrawl.cli.common import EXIT_INTERNAL, EXIT_INTERRUPTED, err
 
     try:
-        app(prog_name="stratacrawl")
+        command()(prog_name="stratacrawl")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except Exception:

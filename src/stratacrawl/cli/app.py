@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+import typer.main
 
 from stratacrawl.cli import (
     bench,
@@ -18,10 +21,11 @@ from stratacrawl.cli import (
     stack,
     tiers,
 )
+from stratacrawl.cli.help import conventional_hints, group
 from stratacrawl.logs import configure
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
+app = group(add_completion=False, pretty_exceptions_enable=False,
+            help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")
 
 
 @app.callback()
@@ -58,3 +62,8 @@ app.command("monitor")(monitor.monitor_cmd)
 app.command("inspect")(monitor.inspect_cmd)
 app.command("alert-rules")(monitor.alert_rules_cmd)
 app.add_typer(monitor.metrics_app, name="metrics")
+
+
+def command() -> Any:
+    """The command tree as it runs: built from ``app``, hints in their conventional form."""
+    return conventional_hints(typer.main.get_command(app))

@@ -23,11 +23,12 @@ from stratacrawl.cli.common import (
     settings,
     short_url,
 )
+from stratacrawl.cli.help import group
 
 if TYPE_CHECKING:   # (imported where used: `--help` stays quick)
     from stratacrawl.monitor.evaluate import Evaluation
 
-metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics.")
+metrics_app = group("Prometheus metrics.")
 
 
 def trace_cmd(source: str = typer.Argument(..., help="Source id."),

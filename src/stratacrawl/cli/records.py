@@ -26,13 +26,14 @@ from stratacrawl.cli.common import (
     run,
     settings,
 )
+from stratacrawl.cli.help import group
 
 if TYPE_CHECKING:  # the engines are imported by the command that runs them (`--help` is quick)
     from stratacrawl.clean.run import CleanReport
     from stratacrawl.cold.validation_results import DayVerdict
     from stratacrawl.validate.runner import SuiteResult
 
-expectations_app = typer.Typer(no_args_is_help=True, help="The Great Expectations project.")
+expectations_app = group("The Great Expectations project.")
 
 
 def clean_table(report: CleanReport) -> Table:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import typer
-
 from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.help import group
 from stratacrawl.errors import ServiceError
 from stratacrawl.services import Services
 from stratacrawl.services.resolve import down as services_down
 from stratacrawl.services.resolve import status as services_status
 
-app = typer.Typer(no_args_is_help=True, help="Start, stop and show the tiers' servers.")
+app = group("Start, stop and show the tiers' servers.")
 
 
 @app.command()

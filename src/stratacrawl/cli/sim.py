@@ -13,8 +13,9 @@ import uvloop
 import yaml
 
 from stratacrawl.cli.common import SOURCES, bad_input, console, fail, load_sources_file
+from stratacrawl.cli.help import group
 
-app = typer.Typer(no_args_is_help=True, help="The site simulator: a realistic web on loopback.")
+app = group("The site simulator: a realistic web on loopback.")
 
 
 def _epoch(text: str | None) -> datetime | None:

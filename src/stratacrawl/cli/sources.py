@@ -8,9 +8,10 @@ import typer
 from rich.markup import escape
 
 from stratacrawl.cli.common import console, err
+from stratacrawl.cli.help import group
 from stratacrawl.errors import SourcesError
 
-app = typer.Typer(no_args_is_help=True, help="Sources files.")
+app = group("Sources files.")
 
 
 @app.command()
