@@ -30,9 +30,28 @@ def cells(dom: str, source_id: str) -> dict[str, str]:
             for m in re.finditer(r"<td class=\"([^\"]+)\">(.*?)</td>", row.group(1), re.S)}
 
 
+def status_cell(dom: str, source_id: str) -> tuple[str, str]:
+    """A source's status as the browser shows it: its text and its colour class."""
+    row = re.search(rf"<tr data-source=\"{re.escape(source_id)}\">(.*?)</tr>", dom, re.S)
+    assert row, f"no row for {source_id}"
+    cell = re.search(r"<td class=\"status (\w+)\">(.*?)</td>", row.group(1), re.S)
+    assert cell, row.group(1)
+    return re.sub(r"<[^>]+>", "", cell.group(2)).strip(), cell.group(1)
+
+
+def axis_labels(dom: str) -> dict[str, list[str]]:
+    """Each chart's time-axis labels, in order."""
+    charts = re.findall(r"<svg[^>]*class=\"chart (\w+)\"(.*?)</svg>", dom, re.S)
+    return {name: [re.sub(r"<[^>]+>", "", t).strip() for t in
+                   re.findall(r"<text[^>]*class=\"tick\"[^>]*>(.*?)</text>", body, re.S)]
+            for name, body in charts}
+
+
 async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Path) -> None:
     require_chromium()
-    specs = small_site(2, 160, backlog=40)
+    specs = small_site(3, 160, backlog=40)
+    broken = specs[2]   # every answer a 5xx: its status must not read "ok"
+    broken.behaviour.error_rate, broken.behaviour.retry_after_503 = 1.0, None
     port = free_port()
     stop = asyncio.Event()
     with SimulatorThread(specs):
@@ -51,7 +70,26 @@ async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Pa
             assert row["requests"] == str(m.window.requests) and m.window.requests > 0
             assert row["backlog"] == str(m.ledger_backlog)
             assert row["success"] == f"{m.window.success_rate:.1%}"
-            assert row["status"] == "ok" and row["alerts"] == "0"
+            assert row["alerts"] == "0"
+        for s in specs[:2]:
+            assert status_cell(after, s.id) == ("ok", "ok")
+        # the broken source: 0 % success, and a status in the alert's colour beside it
+        assert cells(after, broken.id)["success"] == "0.0%"
+        # (its robots.txt answers 5xx too: one request, fewer than the rule judges)
+        assert status_cell(after, broken.id) == ("failing? (1 of 20 requests to judge)", "warn")
+        # every chart's time axis: five labels, each a different time (day and time in 24 h)
+        timed = ("pages", "success", "latency", "backlog", "ingest")   # (alerts: a list)
+        axes = {name: labels for name, labels in axis_labels(after).items() if name in timed}
+        assert set(axes) == set(timed), axes
+        for name, labels in axes.items():
+            assert len(labels) == 5 and len(set(labels)) == 5, (name, labels)
+            assert all(re.fullmatch(r"\d\d-\d\d \d\d:\d\d( UTC)?", t) for t in labels), labels
+        hour = await asyncio.to_thread(dump_dom, f"http://127.0.0.1:{port}/?hours=1",
+                                       tmp_path / "c4")
+        for name, labels in axis_labels(hour).items():
+            if name not in timed:
+                continue
+            assert len(set(labels)) == 5 and re.fullmatch(r"\d\d:\d\d", labels[0]), (name, labels)
         # the charts: server-side SVG with the crawl's requests in them, window links
         for chart in ("pages", "success", "latency", "backlog", "ingest", "alerts"):
             assert f'class="chart {chart}"' in after, chart

@@ -79,8 +79,10 @@ def status(m: SourceMetrics, alerts: list[Alert], now: float,
     """A source's status by the alert rules themselves: its fired alerts, and the
     conditions that hold now but have not been held long enough to fire ("failing",
     "degraded" with "(alert pending)"). A source at 0 % success is never "ok" while its
-    alert waits out its hold."""
-    now_found = findings(m, thresholds or AlertThresholds(), now)
+    alert waits out its hold, nor while it has made too few requests for the rule to
+    judge ("failing?")."""
+    t = thresholds or AlertThresholds()
+    now_found = findings(m, t, now)
     if any(a.level in ("P0", "P1") or a.severity == "critical" for a in alerts):
         return "alerting", "bad"
     if any(f.level in ("P0", "P1") for f in now_found):
@@ -91,6 +93,10 @@ def status(m: SourceMetrics, alerts: list[Alert], now: float,
         return "degraded (alert pending)", "warn"
     if m.window.requests == 0:
         return "idle", "idle"
+    rate = m.window.success_rate
+    if rate is not None and rate < t.success_alert:
+        # Below the alert's line, on fewer requests than the rule judges: not "ok".
+        return f"failing? ({m.window.requests} of {t.min_requests} requests to judge)", "warn"
     return "ok", "ok"
 
 
