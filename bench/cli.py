@@ -30,7 +30,7 @@ def two() -> None:
 app()
 """
 
-COMMANDS = ["services", "sources", "sim", "doctor", "demo", "up", "down", "bench", "crawl",
+COMMANDS = ["services", "sources", "sim", "docs", "doctor", "demo", "up", "down", "bench", "crawl",
             "loadtest", "submit", "url-rules", "clean", "validate", "export", "alerts",
             "expectations", "lookup", "recover", "demote", "sink", "compensate", "trace", "ops",
             "monitor", "inspect", "alert-rules", "metrics"]

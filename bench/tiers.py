@@ -44,6 +44,11 @@ async def _measure(n: int) -> dict[str, float]:
                     url = f"http://s{i % 20}.test/p/{i}"
                     await copy.write_row((fingerprint(url), f"s{i % 20}", url, crawled, 200,
                                           f"c{i}", f"Title {i}", crawled))
+            async with c.pool.connection() as conn:   # what a fetch queues for demotion
+                await conn.execute(
+                    "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM "
+                    "(SELECT url_hash, (row_number() OVER ()) / 1000 AS g FROM url_state) r "
+                    "GROUP BY g")
             # baseline: the same documents by a plain bulk index into a scratch prefix
             rows = await unsynced(c.pool, n)
             scratch = rt.layout.__class__(prefix=rt.layout.prefix + "scratch_")
@@ -60,7 +65,7 @@ async def _measure(n: int) -> dict[str, float]:
 
 
 async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float]:  # type: ignore[type-arg]
-    sample = random.Random(7).sample([r[2] for r in rows], 200)
+    sample = random.Random(7).sample([r[3] for r in rows], 200)   # (outbox id, hash, source, URL, …)
     args: dict[str, Any] = {"hot": c.hot_urls, "es": c.es, "layout": c.runtime.layout,
                             "pool": c.pool}
     before = {u: (await lookup(u, **args)) for u in sample}

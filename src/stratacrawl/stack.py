@@ -27,6 +27,10 @@ SIMULATOR = "site-simulator"
 OPS = "ops-page"
 DEMO_SOURCES = "demo-sources.yaml"
 DEMO_BACKLOG = 120  # items per simulated site: a demo-sized web
+# The demo's sources file: lists fetched again every minute (five at most), and rate alerts
+# judged on 5 requests (20 in a sources file's default): a broken demo site shows in the
+# next runs and alerts within about two minutes (`stratacrawl sim break`).
+DEMO_SOURCES_OPTIONS = ("--cadence", "1m", "--max-interval", "5m", "--alert-min-requests", "5")
 
 
 def project_root() -> Path:
@@ -186,7 +190,8 @@ class LocalStack:
         pid = self._spawn(SIMULATOR, [sys.executable, "-m", "stratacrawl", "sim", "serve",
                                       "--sources", str(sources), "--backlog", str(DEMO_BACKLOG),
                                       "--port", str(self._simulator_port(sources)),
-                                      "--write-sources", str(sources_file), "--json"],
+                                      "--write-sources", str(sources_file), "--json",
+                                      *DEMO_SOURCES_OPTIONS],
                           env, self.state_dir)
         running = Running(SIMULATOR, pid, str(sources_file))
         self.registry.put(running)

@@ -7,14 +7,18 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from stratacrawl.services import Endpoints
+from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from tests.helpers import cli, dump_dom, require_chromium, screenshot
@@ -92,6 +96,22 @@ def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]
 
     alerts = cli("alerts", env=env)
     assert alerts.returncode == 0 and "0 open alert(s)" in alerts.stdout
+
+    # `docs serve`: the reports over HTTP (a browser follows an http link, not file://)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "stratacrawl", "docs", "serve", "--port",
+                               str(port)], env=env, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert f"http://127.0.0.1:{port}/" in (server.stdout.readline() if server.stdout else "")
+        newest = max((tmp_path / "docs" / "validations").rglob("*.html"),
+                     key=lambda p: p.stat().st_mtime).relative_to(tmp_path / "docs")
+        for path in ("index.html", newest.as_posix()):
+            answer = httpx.get(f"http://127.0.0.1:{port}/{path}", timeout=10)
+            assert answer.status_code == 200 and "<html" in answer.text.lower(), path
+    finally:
+        server.terminate()
+        server.wait(10)
     assert json.loads(cli("alerts", "--json", env=env).stdout) == []
 
     require_chromium()

@@ -11,6 +11,7 @@ from stratacrawl.cli import (
     bench,
     crawl,
     demo,
+    docs,
     doctor,
     loadtest,
     monitor,
@@ -37,6 +38,7 @@ def _logging() -> None:
 app.add_typer(services.app, name="services")
 app.add_typer(sources.app, name="sources")
 app.add_typer(sim.app, name="sim")
+app.add_typer(docs.app, name="docs")
 app.command("doctor")(doctor.doctor)
 app.command("demo")(demo.demo)
 app.command("up")(stack.up)

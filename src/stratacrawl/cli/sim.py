@@ -44,6 +44,12 @@ def serve(
                                                 help="Share of 1-5 MB item pages (default 0.005)."),
     write_sources: Path | None = typer.Option(None, help="Write a sources.yaml for these sources."),
     truth_file: Path | None = typer.Option(None, help="Write the ground truth here on exit."),
+    cadence: str = typer.Option("10m", help="The written sources' cadence (lists fetched "
+                                "again at least this often)."),
+    max_interval: str | None = typer.Option(None, help="The written sources' longest "
+                                            "re-crawl interval (default: a day)."),
+    alert_min_requests: int | None = typer.Option(
+        None, min=1, help="Requests the written sources' rate alerts need (default 20)."),
     as_json: bool = typer.Option(False, "--json", help="Announce sources as one JSON line."),
 ) -> None:
     """Serve the simulated sources until SIGINT/SIGTERM."""
@@ -70,7 +76,9 @@ def serve(
         tune_long_running()  # a full collection pausing the loop would bunch its arrivals
         await sim.start()
         if write_sources:
-            document = yaml.safe_dump(sources_document(specs), sort_keys=False)
+            document = yaml.safe_dump(sources_document(
+                specs, cadence=cadence, max_interval=max_interval,
+                alert_min_requests=alert_min_requests), sort_keys=False)
             await asyncio.to_thread(write_sources.write_text, document)
         if as_json:
             print(json.dumps({"ready": True, "sources": [
@@ -135,7 +143,6 @@ def break_cmd(
     """Break a source of a running simulator (`sim serve`, `up --demo`) to see the alerts
     and failed runs it causes; --fix mends it."""
     import httpx
-
 
     values: dict[str, object] = dict(FIXED) if fix else {}
     if errors is not None:

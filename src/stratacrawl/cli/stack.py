@@ -71,6 +71,8 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         console.print(escape(stack.run([sys.executable, "-m", "deployments.bootstrap"],
                                        env, root).strip()))
         stack.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all"], env, root)
+        console.print(escape(stack.run([sys.executable, "-m", "deployments.bootstrap",
+                                        "deployment-limits"], env, root).strip()))
         if not sources.exists():
             paused = stack.run([sys.executable, "-m", "deployments.schedules", "pause"],
                                env, root).strip().removeprefix("paused: ")

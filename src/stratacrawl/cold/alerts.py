@@ -29,15 +29,24 @@ async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | 
                       severity: str = "warning", level: str | None = None,
                       quiet_for: timedelta = timedelta(hours=1)) -> int | None:
     """Record an alert unless the same kind is already open for the source since less than
-    ``quiet_for``; returns the new alert's id, or ``None`` when it was folded."""
+    ``quiet_for``; returns the new alert's id, or ``None`` when it was folded. An open
+    alert of a milder level (P2 while this one is P1: levels run P0, the most severe, to
+    P3) is not folded into: it is resolved as escalated and this one recorded, so a
+    condition that worsens notifies again at its new level."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('alert:' || %s || ':' || %s))",
                            (kind, source_id or ""))
         cur = await conn.execute(
-            "SELECT 1 FROM alerts WHERE kind = %s AND source_id IS NOT DISTINCT FROM %s "
+            "SELECT id, level FROM alerts WHERE kind = %s AND source_id IS NOT DISTINCT FROM %s "
             "AND resolved_at IS NULL AND raised_at > now() - %s", (kind, source_id, quiet_for))
-        if await cur.fetchone():
+        open_rows = await cur.fetchall()
+        milder = [i for i, lvl in open_rows if level and lvl and level < lvl]
+        if open_rows and len(milder) < len(open_rows):
             return None
+        if milder:
+            await conn.execute(
+                "UPDATE alerts SET resolved_at = now(), details = details || "
+                "jsonb_build_object('escalated_to', %s::text) WHERE id = ANY(%s)", (level, milder))
         cur = await conn.execute(
             "INSERT INTO alerts (kind, source_id, severity, level, message, details) "
             "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",

@@ -7,12 +7,21 @@ from typing import Any
 from stratacrawl.sim.spec import SourceSpec
 
 
-def source_entry(spec: SourceSpec, rate: float = 50.0, concurrency: int = 4) -> dict[str, Any]:
+def source_entry(spec: SourceSpec, rate: float = 50.0, concurrency: int = 4,
+                 cadence: str = "10m", max_interval: str | None = None,
+                 alert_min_requests: int | None = None) -> dict[str, Any]:
+    """The source's entry; ``cadence`` and ``max_interval`` bound how often its lists are
+    fetched again, ``alert_min_requests`` how many requests its rate alerts judge (the
+    default 20 when None)."""
     base = spec.base_url.replace(".", r"\.")
     entry: dict[str, Any] = {
         "id": spec.id, "allow": [f"^{base}/"], "rate": rate, "concurrency": concurrency,
-        "batch_size": 20, "cadence": "10m", "allow_private_networks": True, "freshness": "6h",
+        "batch_size": 20, "cadence": cadence, "allow_private_networks": True, "freshness": "6h",
     }
+    if max_interval is not None:
+        entry["recrawl"] = {"max_interval": max_interval}
+    if alert_min_requests is not None:
+        entry["alerts"] = {"min_requests": alert_min_requests}
     if spec.kind == "news":
         entry.update(seeds=[f"{spec.base_url}/list/1"], follow=[r"/list/\d+$"],
                      items=[r"/article/\d+"], extract={"kind": "article"},

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from stratacrawl.cold.alerts import open_alerts
+from stratacrawl.cold.alerts import open_alerts, raise_alert
 from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
 from stratacrawl.fetch.classify import Kind, Verdict
@@ -71,6 +71,26 @@ async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: C
         later = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0 + 360)
         assert (bad.id, "success_rate") in later.resolved
         assert await open_alerts(comps.pool, "success_rate") == []
+
+
+async def test_an_alert_that_worsens_fires_again_at_its_new_level(comps: Components) -> None:
+    """P2 success_rate (under 98 %) open, then the source falls under 90 %: P1 fires (the
+    webhook hears of it) and the P2 is closed as escalated; the same or a milder level
+    again is folded into the open P1."""
+    ask = {"kind": "success_rate", "source_id": "esc-1", "quiet_for": timedelta(days=1)}
+    p2 = await raise_alert(comps.pool, message="95 %", level="P2", **ask)
+    assert p2 is not None
+    assert await raise_alert(comps.pool, message="96 %", level="P2", **ask) is None
+    p1 = await raise_alert(comps.pool, message="0 %", level="P1", severity="critical", **ask)
+    assert p1 is not None and p1 != p2
+    (alert,) = [a for a in await open_alerts(comps.pool, "success_rate") if a.source_id == "esc-1"]
+    assert (alert.id, alert.level) == (p1, "P1")
+    async with comps.pool.connection() as conn:
+        (details,) = await (await conn.execute(
+            "SELECT details FROM alerts WHERE id = %s AND resolved_at IS NOT NULL", (p2,))).fetchone()
+    assert details["escalated_to"] == "P1"
+    assert await raise_alert(comps.pool, message="0 %", level="P1", **ask) is None
+    assert await raise_alert(comps.pool, message="95 %", level="P2", **ask) is None
 
 
 async def test_prometheus_endpoint_has_all_seven_families(comps: Components) -> None:
