@@ -24,7 +24,7 @@ import uvloop
 import yaml
 from selectolax.lexbor import LexborHTMLParser
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.clean.run import clean_staged
@@ -40,6 +40,10 @@ from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, load_sources, parse_sources
+
+FIGURES = ("clean_rules_pages_per_core_s",
+           "clean_article_pages_per_core_s",
+           "clean_parallel_speedup")
 
 
 def _pages(spec: SourceSpec, n: int) -> list[tuple[str, bytes]]:
@@ -107,12 +111,12 @@ def _baseline_article(pages: list[tuple[str, bytes]]) -> float:
     return time.monotonic() - t0
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
+def run(size: Size = "full") -> Iterator[Figure]:
     specs = build_specs(3, 21)
     sources = parse_sources(sources_document(specs))
     products = next(s for s in specs if s.kind == "products")
     news = next(s for s in specs if s.kind == "news")
-    n_rules, n_article = (500, 100) if quick else (5000, 1000)
+    n_rules, n_article = sized(size, smoke=(40, 10), quick=(500, 100), full=(5000, 1000))
 
     pages = _pages(products, n_rules)
     seconds, records = uvloop.run(_clean(sources, products.id, pages))

@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
+
+FIGURES = ("help_s", "command_help_max_s")
 
 # The floor: a Typer program with one command, its help rendered by Rich as ours is.
 _FLOOR = """
@@ -50,8 +52,8 @@ def _best(argv: list[str], runs: int) -> float:
     return best
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    runs = 2 if quick else 5
+def run(size: Size = "full") -> Iterator[Figure]:
+    runs = sized(size, smoke=1, quick=2, full=5)
     floor = _best([sys.executable, "-c", _FLOOR, "--help"], runs)
     top = _best([*_cli(), "--help"], runs)
     yield Figure("cli", "help_s", top, "s", floor, "a one-command Typer program's --help",

@@ -16,9 +16,11 @@ import numpy as np
 import redis.asyncio as aioredis
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.wiring import Components
+
+FIGURES = ("dedup_checks_per_s", "dedup_p99_ms", "bloom_bytes_per_url")
 
 BATCH = 10_000
 
@@ -109,7 +111,8 @@ async def _main(known: int, new: int, warm_docs: int) -> list[Figure]:
     ]
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    known = 1_000_000 if quick else 10_000_000
-    yield from uvloop.run(_main(known, 200_000 if quick else 1_000_000,
-                                 20_000 if quick else 200_000))
+def run(size: Size = "full") -> Iterator[Figure]:
+    known, new, warm = sized(size, smoke=(20_000, 20_000, 2_000),
+                             quick=(1_000_000, 200_000, 20_000),
+                             full=(10_000_000, 1_000_000, 200_000))
+    yield from uvloop.run(_main(known, new, warm))

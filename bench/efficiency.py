@@ -28,7 +28,7 @@ from typing import Any
 
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.cold.url_rules import load_rules
@@ -38,6 +38,8 @@ from stratacrawl.sim.content import published_at
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
 from stratacrawl.tuning import tune_crawl_process
+
+FIGURES = ("fetches_per_new_item", "freshness_lag_p50_s", "dup_fetch_ratio")
 
 SOURCES = 20
 RATE = 50.0
@@ -135,8 +137,8 @@ async def _recrawl_day(specs: list[Any], day_s: float, sim_start: float) -> dict
     return out
 
 
-def recrawl_day(quick: bool = False) -> Iterator[Figure]:
-    day_s = 86_400 / SPEED / (4 if quick else 1)
+def recrawl_day(size: Size = "full") -> Iterator[Figure]:
+    day_s = 86_400 / SPEED / sized(size, smoke=24, quick=4, full=1)
     t0 = datetime.now(UTC)
     specs = _day_sites(t0)
     with SimulatorThread(specs, clock=lambda: t0 + (datetime.now(UTC) - t0) * SPEED):
@@ -151,8 +153,8 @@ def recrawl_day(quick: bool = False) -> Iterator[Figure]:
                  "s", fixed["freshness_lag_p50_s"], "the same sources at the fixed cadence")
 
 
-def duplicate_fetches(quick: bool = False) -> Iterator[Figure]:
-    n, backlog = (5, 300) if quick else (SOURCES, 1000)
+def duplicate_fetches(size: Size = "full") -> Iterator[Figure]:
+    n, backlog = sized(size, smoke=(2, 60), quick=(5, 300), full=(SOURCES, 1000))
     epoch = datetime.now(UTC).isoformat()   # sites of `backlog` items, a crawl finishes them
     with simulated_site(n, 7, first_host=60, backlog=backlog, epoch=epoch) as (_, sources):
         learned = uvloop.run(_crawl(sources, learn=True))
@@ -165,6 +167,6 @@ def duplicate_fetches(quick: bool = False) -> Iterator[Figure]:
                         "no_learning": static})
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    yield from recrawl_day(quick)
-    yield from duplicate_fetches(quick)
+def run(size: Size = "full") -> Iterator[Figure]:
+    yield from recrawl_day(size)
+    yield from duplicate_fetches(size)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.load import aiohttp_ceiling
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
@@ -44,6 +44,8 @@ from stratacrawl.crawl import CrawlReport, crawl, spool_for
 from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.tuning import tune_crawl_process
+
+FIGURES = ("fetch_pages_per_s", "staging_rows_per_s", "fetch_worker_rss_mb")
 
 SOURCES = 20
 OVERSIZED_RATE = 0.01   # share of 1-5 MB item pages in the RSS crawl
@@ -202,9 +204,10 @@ def _worker_rss(seconds: float | None, backlog: int, sources: int = SOURCES,
                 final.get("seconds", time.monotonic() - t0)), by_pages
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    window = 20.0 if quick else WINDOW_S
-    backlog = 3000 if quick else 8000  # items per source: more than the window can fetch
+def run(size: Size = "full") -> Iterator[Figure]:
+    window = sized(size, smoke=3.0, quick=20.0, full=WINDOW_S)
+    # items per source: more than the window can fetch
+    backlog = sized(size, smoke=300, quick=3000, full=8000)
     # Throughput on 30 KB pages (the target's static site); no multi-MB pages here.
     with simulated_site(SOURCES, 7, first_host=150, backlog=backlog,
                         oversized_rate=0.0) as (sim, sources):
@@ -214,12 +217,14 @@ def run(quick: bool = False) -> Iterator[Figure]:
         with httpx.Client() as c:
             for s in sim.sources[:6]:
                 urls += [it["url"] for it in c.get(s["url"] + "/_sim/truth").json()["items"][:200]]
-        ceiling = aiohttp_ceiling(urls, seconds=8.0)
+        ceiling = aiohttp_ceiling(urls, seconds=sized(size, smoke=1.0, quick=8.0, full=8.0))
     with bench_runtime("staging") as rt:
-        ours, plain, per_flush = uvloop.run(_staging(rt, 20_000 if quick else 100_000))
+        rows = sized(size, smoke=2_000, quick=20_000, full=100_000)
+        ours, plain, per_flush = uvloop.run(_staging(rt, rows))
         flushes = rt.settings.staging_flushes
-    rss, rss_pages, rss_seconds, _ = _worker_rss(40.0 if quick else RSS_SECONDS,
-                                                 backlog=1000 if quick else 20_000)
+    rss, rss_pages, rss_seconds, _ = _worker_rss(
+        sized(size, smoke=4.0, quick=40.0, full=RSS_SECONDS),
+        backlog=sized(size, smoke=100, quick=1000, full=20_000))
     rate = fetched.pop("pages_per_s")
     sizes = {"sources": SOURCES, "items_per_source": backlog,
              **{k: round(v, 1) for k, v in fetched.items()}}

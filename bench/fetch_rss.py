@@ -9,14 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bench.fetch import OVERSIZED_RATE, _worker_rss
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
+
+FIGURES = ("fetch_worker_rss_mb",)
 
 PAGES = 1_000_000
 SOURCES = 40
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    pages = 50_000 if quick else PAGES
+def run(size: Size = "full") -> Iterator[Figure]:
+    pages = sized(size, smoke=1_000, quick=50_000, full=PAGES)
     rss, landed, seconds, by_pages = _worker_rss(None, backlog=pages // SOURCES,
                                                  sources=SOURCES, pages=pages)
     yield Figure("fetch_rss", "fetch_worker_rss_mb", rss, "MB", None, None,

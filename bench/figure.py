@@ -4,7 +4,18 @@ baseline from the same run, their ratio."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar
+
+# How big a benchmark runs: "full" for the figures in docs/benchmarks.md, "quick" for a
+# look (`--quick`), "smoke" for CI (`--smoke`: seconds, every figure emitted, its value
+# meaningless) — so a change that breaks a benchmark fails a test.
+Size = Literal["smoke", "quick", "full"]
+T = TypeVar("T")
+
+
+def sized(size: Size, *, smoke: T, quick: T, full: T) -> T:
+    """The value of ``size``."""
+    return {"smoke": smoke, "quick": quick, "full": full}[size]
 
 
 @dataclass

@@ -18,9 +18,11 @@ from typing import Any
 import redis
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime, rss_mb
 from stratacrawl.cold.tasks import NewTask
+
+FIGURES = ("redis_used_memory_mb", "frontier_process_rss_mb", "claims_per_s")
 
 SOURCES = 50
 CLAIMERS = 4
@@ -91,9 +93,9 @@ async def _fill(rt: Any, total: int) -> tuple[float, float, float]:
         return enqueue_rate, used, rss_mb()
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    total = 500_000 if quick else 5_000_000
-    seconds = 5.0 if quick else 15.0
+def run(size: Size = "full") -> Iterator[Figure]:
+    total = sized(size, smoke=20_000, quick=500_000, full=5_000_000)
+    seconds = sized(size, smoke=1.0, quick=5.0, full=15.0)
     with bench_runtime("frontier") as rt:
         before = float(redis.Redis.from_url(rt.endpoints.redis_url).info("memory")["used_memory"])
         enqueue_rate, used_mb, rss = uvloop.run(_fill(rt, total))

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import BENCH_REDIS_DBS
 from stratacrawl.loadtest.report import publish_artifact, write_report
 from stratacrawl.loadtest.result import VIAS, LoadTestConfig
@@ -18,14 +18,21 @@ from stratacrawl.loadtest.summary import SEED_FIGURES
 from stratacrawl.scratch import scratch_runtime
 from stratacrawl.settings import Settings
 
+FIGURES = ("loadtest_pages_per_s",
+           "loadtest_success_rate",
+           "loadtest_duplicate_fetches",
+           "loadtest_rate_violations")
 
-def run(quick: bool = False) -> Iterator[Figure]:
+
+def run(size: Size = "full") -> Iterator[Figure]:
     via = os.environ.get("STRATACRAWL_LOADTEST_VIA", "prefect")
     if via not in VIAS:
         raise SystemExit(f"STRATACRAWL_LOADTEST_VIA={via!r}: expected one of {', '.join(VIAS)}")
-    cfg = (LoadTestConfig(workers=3, sources=60, minutes=2.0, via=via) if quick
-           else LoadTestConfig(workers=3, sources=200, minutes=10.0, via=via))
-    out = Settings().state_path / "loadtest" / ("bench-quick" if quick else "bench")
+    cfg = sized(size, smoke=LoadTestConfig(workers=2, sources=4, minutes=0.3, via=via,
+                                           drain_limit_s=30.0),
+                quick=LoadTestConfig(workers=3, sources=60, minutes=2.0, via=via),
+                full=LoadTestConfig(workers=3, sources=200, minutes=10.0, via=via))
+    out = Settings().state_path / "loadtest" / f"bench-{size}"
     with scratch_runtime("bench_loadtest", BENCH_REDIS_DBS["loadtest"]) as rt:
         result = run_loadtest(rt, cfg, out)
     md, _ = write_report(result, Path(out))

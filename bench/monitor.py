@@ -15,11 +15,13 @@ from typing import Any
 
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.crawl import crawl
 from stratacrawl.tuning import tune_crawl_process
+
+FIGURES = ("monitor_overhead_ratio",)
 
 SOURCES = 10
 
@@ -35,8 +37,9 @@ async def _once(rt: Any, sources: Any, seconds: float) -> float:
         return landed / (time.monotonic() - t0)
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    backlog, rounds, seconds = (400, 1, 10.0) if quick else (1500, 3, 20.0)
+def run(size: Size = "full") -> Iterator[Figure]:
+    backlog, rounds, seconds = sized(size, smoke=(60, 1, 3.0), quick=(400, 1, 10.0),
+                                     full=(1500, 3, 20.0))
     with simulated_site(SOURCES, 9, first_host=180, backlog=backlog) as (_, sources):
         best = {True: 0.0, False: 0.0}
         with bench_runtime("monitor") as rt:  # warm-up: every page rendered and cached

@@ -36,16 +36,19 @@ from typing import Any
 
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_runtime
 from bench.site import simulated_site
 from stratacrawl.loadtest.cpu import ServerCPU
 from stratacrawl.monitor.histogram import LatencyHistogram
 
+FIGURES = ("peer_wall_ratio", "peer_cpu_ratio", "list_hop_ms_p50")
+
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 500.0
 FULL = {"sources": 20, "backlog": 1500, "rounds": 2}
 QUICK = {"sources": 6, "backlog": 300, "rounds": 1}
+SMOKE = {"sources": 2, "backlog": 30, "rounds": 1}
 TIMEOUT_S = 900
 
 
@@ -100,8 +103,8 @@ def _per_1k(cpu_s: float, pages: int) -> float:
     return cpu_s / max(pages, 1) * 1000
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    shape = QUICK if quick else FULL
+def run(size: Size = "full") -> Iterator[Figure]:
+    shape = sized(size, smoke=SMOKE, quick=QUICK, full=FULL)
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_runtime
 from bench.site import simulated_site
 from stratacrawl.cold.db import libpq_url
@@ -39,6 +39,8 @@ from stratacrawl.loadtest.prefect_pool import PrefectPool
 from stratacrawl.services import Services
 from stratacrawl.settings import Settings
 from stratacrawl.wiring import Runtime
+
+FIGURES = ("prefect_fetch_ratio", "prefect_task_overhead_ms")
 
 QUEUE = "bench"
 OVERHEAD_TASKS = 40
@@ -100,8 +102,8 @@ def _overhead(env: dict[str, str]) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    n, backlog = (4, 300) if quick else (10, 1500)
+def run(size: Size = "full") -> Iterator[Figure]:
+    n, backlog = sized(size, smoke=(2, 30), quick=(4, 300), full=(10, 1500))
     rates: dict[str, list[float]] = {"cli": [], "prefect": []}
     runs: list[dict[str, Any]] = []
     # one set of tiers for the whole run (the worker's environment names them); each

@@ -17,10 +17,12 @@ from datetime import UTC, datetime
 
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.tiers.recovery import BLOOM_CHUNK
 from stratacrawl.wiring import Components
+
+FIGURES = ("recovery_resume_s", "recovery_full_s")
 
 SOURCES = 50
 
@@ -78,8 +80,9 @@ async def _measure(known: int, queued: int) -> dict[str, float]:
                     "redis_mb_before": used_mb, **steps}
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    known, queued = (1_000_000, 500_000) if quick else (10_000_000, 5_000_000)
+def run(size: Size = "full") -> Iterator[Figure]:
+    known, queued = sized(size, smoke=(20_000, 10_000), quick=(1_000_000, 500_000),
+                          full=(10_000_000, 5_000_000))
     m = uvloop.run(_measure(known, queued))
     sizes = {"known_urls": known, "queued_tasks": queued, "sources": SOURCES}
     steps = {k: v for k, v in m.items() if k not in ("resume", "full", "floor")}

@@ -10,13 +10,15 @@ from collections.abc import Iterator
 
 import httpx
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.load import StaticServer, hammer
 from stratacrawl.sim.process import SimulatorProcess
 
+FIGURES = ("sim_pages_per_s",)
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    seconds = 3.0 if quick else 8.0
+
+def run(size: Size = "full") -> Iterator[Figure]:
+    seconds = sized(size, smoke=0.5, quick=3.0, full=8.0)
     with SimulatorProcess("--sources", "5", "--seed", "7") as sim:
         urls: list[str] = []
         with httpx.Client() as c:

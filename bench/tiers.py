@@ -20,7 +20,7 @@ from typing import Any
 import uvloop
 from elasticsearch.helpers import async_bulk
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.cold.url_state import unsynced
 from stratacrawl.tiers.demotion import demote
@@ -29,6 +29,8 @@ from stratacrawl.tiers.sinking import sink_warm
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.url_docs import warm_docs
 from stratacrawl.wiring import Components
+
+FIGURES = ("sink_docs_per_s", "demote_docs_per_s")
 
 
 async def _measure(n: int) -> dict[str, float]:
@@ -95,8 +97,8 @@ async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float
     return {"sink_s": seconds, "deleted": deleted, "lookups": checked, "wrong": wrong}
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    n = 20_000 if quick else 100_000
+def run(size: Size = "full") -> Iterator[Figure]:
+    n = sized(size, smoke=2_000, quick=20_000, full=100_000)
     m = uvloop.run(_measure(n))
     yield Figure("tiers", "sink_docs_per_s", m["deleted"] / m["sink_s"], "1/s",
                  extra={"urls": n, "warm_docs": m["deleted"], "lookups_during_sink": m["lookups"],

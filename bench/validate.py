@@ -17,12 +17,14 @@ from pathlib import Path
 
 import uvloop
 
-from bench.figure import Figure
+from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from stratacrawl.cold.records import NUMBER_RE
 from stratacrawl.sources import parse_sources
 from stratacrawl.validate.project import open_project, write_source
 from stratacrawl.validate.runner import Validator
+
+FIGURES = ("validate_seconds",)
 
 SOURCE = {"id": "bulk", "seeds": ["http://bulk.test/"], "required": ["name", "price"],
           "freshness": "1d", "extract": {"kind": "rules", "fields": {
@@ -82,10 +84,10 @@ async def _measure(n: int) -> tuple[float, float, bool, list[str]]:
             return seconds, baseline, result.success, [c.describe() for c in result.checks]
 
 
-def run(quick: bool = False) -> Iterator[Figure]:
-    n = 100_000 if quick else 1_000_000
+def run(size: Size = "full") -> Iterator[Figure]:
+    n = sized(size, smoke=2_000, quick=100_000, full=1_000_000)
     seconds, baseline, success, checks = uvloop.run(_measure(n))
     # lower is better: ratio = ours / baseline (how many times the hand-written SQL)
-    yield Figure("validate", "validate_seconds_1m" if n == 1_000_000 else "validate_seconds_100k",
+    yield Figure("validate", "validate_seconds",   # (of one source-day of `records` records)
                  seconds, "s", baseline, "the same checks as one hand-written SQL query",
                  extra={"records": n, "suite_passed": success, "checks": checks})

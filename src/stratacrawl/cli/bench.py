@@ -21,7 +21,9 @@ def _bench_root() -> Path:
 
 def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup, frontier."),
           as_json: bool = typer.Option(False, "--json", help="One JSON object per figure."),
-          quick: bool = typer.Option(False, help="Smaller sizes, for a smoke run.")) -> None:
+          quick: bool = typer.Option(False, help="Smaller sizes, for a first look."),
+          smoke: bool = typer.Option(False, help="The smallest sizes: seconds, every figure "
+                                     "emitted, the values meaningless (what CI runs).")) -> None:
     """Run a benchmark against real servers; prints figure, baseline and ratio."""
     try:
         root = _bench_root()
@@ -33,7 +35,7 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
     except ModuleNotFoundError:
         names = sorted(p.stem for p in (root / "bench").glob("*.py") if not p.stem.startswith("_"))
         bad_input(f"no benchmark {name!r}; have: {', '.join(names)}")
-    for figure in module.run(quick=quick):
+    for figure in module.run("smoke" if smoke else "quick" if quick else "full"):
         if as_json:
             print(json.dumps(figure.as_dict()), flush=True)
         else:
