@@ -19,6 +19,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.asyncio import concurrency
+from prefect.events import emit_event
 
 from blocks.connections import BLOCK_NAMES
 from flows.retries import TRANSIENT
@@ -129,3 +130,13 @@ async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
     so nothing is cached or persisted. Also the core's step runner
     (:class:`stratacrawl.steps.StepRunner`)."""
     return await _step.with_options(name=name, task_run_name=name)(fn, STEP_LIMITS.get(name))
+
+
+def emit(event: str, payload: dict[str, Any]) -> None:
+    """The event of an alert: its source is the resource, and a fired alert's level is a
+    resource label, so an automation can match on it (deployments/automations.py)."""
+    resource = {"prefect.resource.id": f"stratacrawl.source.{payload['source']}",
+                "prefect.resource.name": str(payload["source"])}
+    if "level" in payload:
+        resource["stratacrawl.alert.level"] = str(payload["level"])
+    emit_event(event=event, resource=resource, payload=payload)

@@ -4,24 +4,11 @@ notification blocks, besides PostgreSQL and the logs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow
-from prefect.events import emit_event
 
-from flows.common import flow_sources, load_settings, publish, step
+from flows.common import emit, flow_sources, load_settings, publish, step
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.wiring import open_app
-
-
-def emit(event: str, payload: dict[str, Any]) -> None:
-    """The event of an alert: its source is the resource, and a fired alert's level is a
-    resource label, so an automation can match on it (deployments/automations.py)."""
-    resource = {"prefect.resource.id": f"stratacrawl.source.{payload['source']}",
-                "prefect.resource.name": str(payload["source"])}
-    if "level" in payload:
-        resource["stratacrawl.alert.level"] = str(payload["level"])
-    emit_event(event=event, resource=resource, payload=payload)
 
 
 @flow(name="monitor", log_prints=True)

@@ -8,7 +8,7 @@ from datetime import date
 
 from prefect import flow
 
-from flows.common import flow_sources, load_settings, publish_link, publish_table, step
+from flows.common import emit, flow_sources, load_settings, publish_link, publish_table, step
 from stratacrawl.errors import ValidationFailed
 from stratacrawl.validate.runner import SuiteResult, Validator, days_back
 from stratacrawl.wiring import open_app
@@ -50,6 +50,13 @@ async def validation(sources_file: str | None = None, day: date | None = None,
             await publish_link(_key("stratacrawl-data-docs", r.source_id),
                                f"Data Docs: {r.source_id} {r.day} "
                                f"({'pass' if r.success else 'FAIL'})", r.data_docs)
+    for r in results:   # a new failure notifies as a P1 alert, its Data Docs page linked
+        if r.alert_id is not None:
+            emit("stratacrawl.alert.fired", {
+                "rule": "validation_failed", "level": "P1", "source": r.source_id,
+                "alert_id": r.alert_id, "data_docs": r.data_docs,
+                "message": "; ".join(r.failures) + (f" — Data Docs: {r.data_docs}"
+                                                    if r.data_docs else "")})
     failures = [f for r in results for f in r.failures]
     if failures:
         raise ValidationFailed(failures)

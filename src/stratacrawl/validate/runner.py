@@ -66,6 +66,7 @@ class SuiteResult:
     data_docs: str | None = None
     seconds: float = 0.0
     statistics: dict[str, Any] = field(default_factory=dict)
+    alert_id: int | None = None   # the validation_failed alert this result raised (not folded)
 
     @property
     def failures(self) -> list[str]:
@@ -142,9 +143,10 @@ class Validator:
             if r.success:
                 await resolve_alerts(self.pool, kind=VALIDATION_FAILED, source_id=r.source_id)
             else:
-                await raise_alert(self.pool, kind=VALIDATION_FAILED, source_id=r.source_id,
-                                  severity="critical", message="; ".join(r.failures),
-                                  details={"day": r.day, "data_docs": r.data_docs})
+                r.alert_id = await raise_alert(
+                    self.pool, kind=VALIDATION_FAILED, source_id=r.source_id,
+                    severity="critical", level="P1", message="; ".join(r.failures),
+                    details={"day": r.day, "data_docs": r.data_docs})
 
 
 def _outcome(result: Any, *, learning: bool) -> CheckOutcome:

@@ -106,6 +106,10 @@ async def test_a_silent_redesign_fails_completeness_only(comps: Components,
     assert failing(result) == {("completeness", "name"), ("completeness", "price")}
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
     assert alert.source_id == "shop" and "completeness name" in alert.message
+    # the result names the alert it raised (the validation flow notifies with it, as P1)
+    assert (result.alert_id, alert.level) == (alert.id, "P1")
+    (again,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    assert again.alert_id is None   # still failing: folded into the open alert, no new notice
 
 
 async def test_malformed_values_fail_validity_not_completeness(comps: Components,
