@@ -167,8 +167,9 @@ def _failed(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 @pytest.mark.timeout(900)   # a stack start, a minute of scheduled runs, an alert held and fired
 def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path) -> None:
     """`up --demo`: the simulator's sites are crawled by the scheduled runs, which end
-    Completed; a source whose site is down raises a P1 alert, and the automation posts it
-    to the webhook given to `up`."""
+    Completed; `sim break` on one of them fails the next fetch run that meets it, naming
+    it, raises a P1 alert the ops page shows, and the automation posts it to the webhook
+    given to `up` (the README's "See an alert")."""
     port = free_port()
     receiver = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
