@@ -14,6 +14,7 @@ from tests.helpers import cli, processes_under
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow
 def test_demo_on_embedded_defaults(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATACRAWL_")}
     env["STRATACRAWL_STATE_DIR"] = str(tmp_path)
@@ -30,6 +31,7 @@ def test_demo_on_embedded_defaults(tmp_path: Path) -> None:
     assert processes_under(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_crawl_and_submit_commands(tmp_path: Path, tier_endpoints: Endpoints,
                                    database_url: str, redis_url: str, es_prefix: str) -> None:
     specs = build_specs(2, 5, first_host=110)

@@ -72,6 +72,7 @@ def test_a_malformed_database_url_is_refused_not_defaulted(tmp_path: Path) -> No
     assert "schema migrated" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_sources_files_get_one_clear_problem_each(tmp_path: Path) -> None:
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes("sources:\n  - id: café\n".encode("latin-1"))

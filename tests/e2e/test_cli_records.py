@@ -35,6 +35,7 @@ def env(tmp_path: Path, tier_endpoints: Endpoints, database_url: str, redis_url:
             "STRATACRAWL_DATA_DOCS_DIR": str(tmp_path / "docs")}
 
 
+@pytest.mark.slow
 def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]) -> None:
     specs = build_specs(2, 5, first_host=120)
     for s in specs:
@@ -142,6 +143,7 @@ def _green_pixels(png: Path) -> int:
         return sum(1 for r, g, b in im.convert("RGB").getdata() if g > 140 and r < 90 and b < 120)
 
 
+@pytest.mark.slow
 def test_a_failed_day_is_held_back_from_export_until_it_passes(
         tmp_path: Path, env: dict[str, str], database_url: str) -> None:
     """The quality gate: a source-day whose last validation failed is not exported (the

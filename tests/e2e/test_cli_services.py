@@ -29,6 +29,7 @@ def _clean(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow
 def test_services_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     env = _clean(_env(tmp_path))
     up = cli("services", "up", env=env)
@@ -48,6 +49,7 @@ def test_services_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert cli("services", "status", env=env).stdout.count("stopped") == 3
 
 
+@pytest.mark.slow
 def test_doctor_passes_on_embedded_defaults_and_cleans_up(tmp_path: Path) -> None:
     result = cli("doctor", env=_clean(_env(tmp_path)))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -88,6 +90,7 @@ def test_sources_validate_accepts_a_good_file(tmp_path: Path) -> None:
     assert result.returncode == 0 and "1 source(s): a" in result.stdout
 
 
+@pytest.mark.slow
 def test_concurrent_starts_share_one_set_of_servers(tmp_path: Path) -> None:
     import os
     import subprocess
@@ -108,6 +111,7 @@ def test_concurrent_starts_share_one_set_of_servers(tmp_path: Path) -> None:
     assert processes_under(tmp_path) == [], os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_crashed_embedded_server_comes_back_on_its_address(tmp_path: Path) -> None:
     """Redis killed, then ``services up`` again: the same URL, so a running crawl's client
     reconnects by itself (it came back on a new port, and the crawl could not find it)."""

@@ -69,6 +69,7 @@ async def _task_runs(state: Any, names: set[str] | None = None) -> list[tuple[st
     ("flows.compensation", "compensation", {"reclaim expired leases",
                                             "re-schedule overdue tasks"}),
 ])
+@pytest.mark.slow
 async def test_maintenance_flows_show_each_step_as_a_task_run(
         prefect_api: None, flow_env: Settings, module: str, name: str,
         at_least: set[str]) -> None:
@@ -83,6 +84,7 @@ async def test_maintenance_flows_show_each_step_as_a_task_run(
     assert {s for _, s, _ in runs} == {"COMPLETED"}, runs
 
 
+@pytest.mark.slow
 async def test_a_transient_failure_is_retried_and_the_run_completes(prefect_api: None) -> None:
     calls = {"n": 0}
 
@@ -158,6 +160,7 @@ async def test_a_wrong_flow_parameter_fails_the_run_at_once_naming_it(
     assert await _task_runs(state) == []  # failed before any step ran: nothing retried
 
 
+@pytest.mark.slow
 async def test_demotion_waits_for_the_warm_writer_slot_another_deployment_holds(
         prefect_api: None, flow_env: Settings) -> None:
     """Demotion and the nightly sinking's backfill share a Prefect global concurrency
@@ -264,6 +267,7 @@ async def test_a_cancelled_fetch_run_leaves_nothing_fetching(
     print(f"cancelled fetch run: exit {proc.returncode} after {took:.1f} s")
 
 
+@pytest.mark.slow
 async def test_a_fetch_run_whose_source_fails_is_not_completed(
         prefect_api: None, flow_env: Settings, comps: Any, tmp_path: Any) -> None:
     """A source whose every request fails (its site is gone) beside a healthy one: the

@@ -47,6 +47,7 @@ def axis_labels(dom: str) -> dict[str, list[str]]:
             for name, body in charts}
 
 
+@pytest.mark.slow
 async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Path) -> None:
     require_chromium()
     specs = small_site(3, 160, backlog=40)

@@ -101,6 +101,7 @@ def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:
         assert not SQL.search(text), text
 
 
+@pytest.mark.slow   # (a whole-tree tool run: the full suite, not the fast loop)
 def test_the_import_contracts_hold() -> None:
     """The layers, the absence of cycles and the Prefect-free core, as written in
     ``pyproject.toml``'s ``[tool.importlinter]`` contracts: a lower layer never imports a
@@ -113,6 +114,7 @@ def test_the_import_contracts_hold() -> None:
     assert re.search(r"Contracts: [1-9]\d* kept, 0 broken", run.stdout), run.stdout[-2000:]
 
 
+@pytest.mark.slow   # (a whole-tree tool run: the full suite, not the fast loop)
 def test_the_code_type_checks() -> None:
     """mypy over the package, the flows and the blocks: a flow calling a store with a
     signature it no longer has fails here, not in a scheduled run."""

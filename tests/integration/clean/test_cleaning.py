@@ -72,6 +72,7 @@ async def crawl_and_clean(comps: Components, sources: SourcesFile) -> Cleaner:
     return cleaner
 
 
+@pytest.mark.slow
 async def test_records_equal_the_ground_truth(comps: Components, site) -> None:
     st, specs = site
     sources = sources_for(specs)
@@ -90,6 +91,7 @@ async def test_records_equal_the_ground_truth(comps: Components, site) -> None:
     assert sum(len(v) for v in (await records_by_url(comps)).values()) == total_before
 
 
+@pytest.mark.slow
 async def test_the_next_batch_is_extracted_while_one_lands(
         comps: Components, site, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cleaner claims and extracts batch N+1 while batch N's records are written; every
@@ -128,6 +130,7 @@ async def test_the_next_batch_is_extracted_while_one_lands(
         assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99
 
 
+@pytest.mark.slow
 async def test_redesign_marks_format_errors_raises_anomaly_and_reclean_recovers(
         comps: Components, site) -> None:
     st, specs = site
@@ -168,6 +171,7 @@ async def test_redesign_marks_format_errors_raises_anomaly_and_reclean_recovers(
     assert share >= 0.99
 
 
+@pytest.mark.slow
 async def test_two_cleaner_processes_clean_every_page_once(comps: Components, site,
                                                            tmp_path) -> None:
     """``clean --processes 2``: each page claimed by one process only, the figures of both

@@ -142,6 +142,7 @@ async def test_hostile_responses_are_contained(comps: Components) -> None:
         assert st.sim.servers[specs[0].id].stats()["counts"].get("disallowed_hits", 0) == 0
 
 
+@pytest.mark.slow
 async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Components) -> None:
     specs = small_site(1, 96, backlog=30, behaviour=Behaviour(rate_limit=5))
     with SimulatorThread(specs) as st:

@@ -37,6 +37,7 @@ async def _count(c: Components, sql: str, *args: object) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.slow
 async def test_restart_under_the_same_worker_id_leaves_no_gap(comps: Components,
                                                               tmp_path: Path) -> None:
     """kill -9 a crawl holding leases, restart it under the same ``--worker-id``: the new
@@ -143,6 +144,7 @@ async def test_private_sources_get_no_request_on_any_path(comps: Components) -> 
     assert await _count(comps, "SELECT count(*) FROM staging") == 0
 
 
+@pytest.mark.slow
 async def test_retried_faults_are_counted_even_when_the_retry_succeeds(
         comps: Components) -> None:
     specs = small_site(1, 156, backlog=40, behaviour=Behaviour(reset_rate=0.1))

@@ -146,6 +146,7 @@ async def test_sigterm_drains_like_sigint(comps: Components, tmp_path: Path) -> 
     print(f"SIGTERM: {report['fetched']} fetched and landed, exit after {took:.1f} s")
 
 
+@pytest.mark.slow
 async def test_a_trickling_server_is_cut_off_at_the_deadline(comps: Components) -> None:
     """A server that sends its page a byte a second: the fetch ends ``timeout-total`` at
     the source's deadline (it held its batch for 150 s with a read timeout per byte), and

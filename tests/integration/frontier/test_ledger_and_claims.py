@@ -297,6 +297,7 @@ def _claimer(db_url: str, redis_url: str, cluster: bool,
     q.put(asyncio.run(main()))
 
 
+@pytest.mark.slow
 async def test_concurrent_claimer_processes_never_share_a_task(comps: Components) -> None:
     await comps.frontier.add(tasks(3000))
     ctx = mp.get_context("spawn")

@@ -32,6 +32,7 @@ async def recurring(comps: Components) -> dict[str, list[tuple[str, float, int, 
     return out
 
 
+@pytest.mark.slow
 async def test_list_pages_recur_as_often_as_they_change(comps: Components) -> None:
     specs = small_site(2, 175, backlog=30)   # two list pages each
     publishing, still = specs
@@ -57,6 +58,7 @@ async def test_list_pages_recur_as_often_as_they_change(comps: Components) -> No
     assert quiet_page1[4] * 2 <= busy_page1[4], (quiet_page1, busy_page1)
 
 
+@pytest.mark.slow
 async def test_a_daily_budget_caps_the_refetches(comps: Components) -> None:
     specs = small_site(1, 176, backlog=30)
     with SimulatorThread(specs):

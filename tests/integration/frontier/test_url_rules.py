@@ -33,6 +33,7 @@ async def duplicate_fetches(comps: Components, source_id: str) -> tuple[int, int
     return int(row[0]), int(row[1])
 
 
+@pytest.mark.slow
 async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
         comps: Components) -> None:
     specs = small_site(1, 150, backlog=400)
@@ -78,6 +79,7 @@ async def test_a_pinned_rule_applies_from_the_first_link(comps: Components) -> N
     assert dups == 0
 
 
+@pytest.mark.slow
 async def test_queued_variants_end_redundant_and_come_back_when_a_rule_is_revoked(
         comps: Components) -> None:
     specs = small_site(1, 165, backlog=30)

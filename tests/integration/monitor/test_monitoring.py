@@ -33,6 +33,7 @@ from tests.integration.fetch.test_crawl import small_site, sources_for
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow
 async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: Components) -> None:
     specs = small_site(2, 150, backlog=30)
     bad = specs[1]

@@ -55,6 +55,7 @@ def prometheus(tmp_path: Path, target: str, rules: dict) -> Iterator[str]:
             proc.kill()
 
 
+@pytest.mark.slow
 async def test_a_broken_source_goes_pending_then_firing_in_prometheus(
         comps: Components, tmp_path: Path) -> None:
     specs = small_site(2, 160, backlog=20)

@@ -100,6 +100,7 @@ def _walk(spec: SourceSpec) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_walking_each_source_finds_exactly_the_ground_truth(site) -> None:
     st, specs = site
     truth = st.sim.truth()

@@ -51,6 +51,7 @@ async def assert_nothing_lost(c: Components, truth: dict[str, list[dict[str, obj
     assert orphans == (0,) and dup == (0,) and stuck == (0,) and keys == (0,)
 
 
+@pytest.mark.slow
 async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         comps: Components) -> None:
     specs = small_site(2, 140, backlog=100)

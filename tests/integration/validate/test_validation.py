@@ -220,6 +220,7 @@ async def test_gx_api_runs_the_same_checkpoint(comps: Components, tmp_path: Path
     assert _snapshot(tmp_path / "exp") == before
 
 
+@pytest.mark.slow
 async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components,
                                                                tmp_path: Path) -> None:
     import asyncio
