@@ -41,9 +41,9 @@ async def _populate(c: Components, known: int, queued: int) -> None:
             {"q": queued, "s": SOURCES})
         await conn.execute("ANALYZE url_state")
         await conn.execute("ANALYZE tasks")
-        # warm already holds what it holds: recovery must not re-index it (not what we time)
-        await conn.execute("UPDATE url_state SET warm_synced_at = last_crawled "
-                           "WHERE last_crawled IS NOT NULL")
+        # Cold says none of these URLs was synced to warm (warm_synced_at stays NULL), which
+        # is what warm holds: recovery finds no week short and re-indexes nothing (not what
+        # is timed here; marking them synced made it re-index all of them into warm).
 
 
 async def _floor(c: Components) -> float:

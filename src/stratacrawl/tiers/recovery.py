@@ -35,6 +35,12 @@ from stratacrawl.warm.url_docs import docs_per_week
 BLOOM_CHUNK = 100_000
 
 
+# Batches a recovery re-indexes into warm itself (100,000 URLs); the rest of a refill
+# waits in the warm outbox for the demotion deployment.
+REFILL_BATCH = 5000
+REFILL_NOW_ROUNDS = 20
+
+
 @dataclass
 class StepResult:
     name: str
@@ -110,10 +116,18 @@ class Recovery:
             held = ", ".join(f"{sum(docs.values())} {family}" for family, docs in in_warm.items())
             return f"warm holds {held} documents, as cold expects"
         await unsync_weeks(self.pool, weeks)
-        stats = await demote(self.pool, self.es, self.layout)
+        queued = sum(expected[w] for w in weeks)
+        # Bounded: recovery re-indexes the first REFILL_NOW_ROUNDS batches itself; the rest
+        # waits in the warm outbox (durable, so the refill resumes wherever it stopped) for
+        # the `demotion` deployment or `stratacrawl demote`. Dedup answers from cold for
+        # what warm does not hold meanwhile.
+        stats = await demote(self.pool, self.es, self.layout, limit=REFILL_BATCH,
+                             max_rounds=REFILL_NOW_ROUNDS)
         where = "; ".join(f"{family} short in {', '.join(w)}" for family, w in short.items() if w)
-        return (f"re-indexed {stats.rows} URLs of {len(weeks)} short week(s) ({where})"
-                + (f" ({stats.error})" if stats.error else ""))
+        rest = (f"; the other ~{queued - stats.rows} wait in the warm outbox for the demotion "
+                "deployment (or `stratacrawl demote`)" if stats.rows < queued else "")
+        return (f"re-indexed {stats.rows} of {queued} URLs of {len(weeks)} short week(s) "
+                f"({where}){rest}" + (f" ({stats.error})" if stats.error else ""))
 
     async def run(self, runner: StepRunner = run_directly) -> RecoveryReport:
         """Every step (each through ``runner``: a task run of its own in a flow); see the

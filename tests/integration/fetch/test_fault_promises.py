@@ -195,6 +195,36 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     assert "as cold expects" in step.result  # nothing more to do
 
 
+async def test_a_large_refill_is_bounded_and_finished_by_demotion(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recovery re-indexes a bounded share of a lost warm tier itself (at 10 M URLs an
+    unbounded refill held the recovery for a quarter of an hour and grew the ES-API
+    server to 11 GB); the rest waits in the warm outbox, and the demotion finishes it."""
+    from stratacrawl.tiers import recovery as recovery_module
+
+    monkeypatch.setattr(recovery_module, "REFILL_BATCH", 1000)
+    monkeypatch.setattr(recovery_module, "REFILL_NOW_ROUNDS", 1)
+    n = 2500
+    async with comps.pool.connection() as conn:   # URLs cold says warm holds; warm is empty
+        await conn.execute(
+            "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
+            "warm_synced_at) SELECT md5(i::text), 's1', 'http://s1.test/p/' || i, now(), 200, "
+            "now() FROM generate_series(1, %s) AS i", (n,))
+    step = next(s for s in (await comps.recovery().run()).steps
+                if s.name.startswith("re-index warm"))
+    assert step.result.startswith(f"re-indexed 1000 of {n} URLs"), step.result
+    assert "the other ~1500 wait in the warm outbox" in step.result, step.result
+    index = f"{comps.runtime.layout.alias('url_dedup')}-*"
+    await comps.es.indices.refresh(index=index)
+    assert (await comps.es.count(index=index))["count"] == 1000
+    await demote(comps.pool, comps.es, comps.runtime.layout)   # the demotion deployment's run
+    await comps.es.indices.refresh(index=index)
+    assert (await comps.es.count(index=index))["count"] == n
+    step = next(s for s in (await comps.recovery().run()).steps
+                if s.name.startswith("re-index warm"))
+    assert "as cold expects" in step.result, step.result
+
+
 async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
     """``url_meta`` lost with ``url_dedup`` intact: recovery counted only url_dedup and
     never refilled the page metadata (``lookup`` then answered from cold)."""
