@@ -24,6 +24,7 @@ from blocks.connections import (
 )
 from deployments import automations
 from flows.common import WARM_WRITER
+from stratacrawl.settings import Settings
 
 
 def register() -> list[str]:
@@ -53,12 +54,7 @@ def fetch_runs() -> int:
     """How many fetch runs may run at once: ``STRATACRAWL_FETCH_RUNS``, else one per core
     of this host (a fetch run keeps about one core busy; a run ending while the next
     minute's starts overlaps it for a few seconds, which a limit of one would cancel)."""
-    given = os.environ.get("STRATACRAWL_FETCH_RUNS")
-    if given:
-        if not given.isdigit() or int(given) < 1:
-            raise SystemExit(f"STRATACRAWL_FETCH_RUNS: expected a whole number >= 1, got {given!r}")
-        return int(given)
-    return max(1, os.cpu_count() or 1)
+    return Settings().fetch_runs or max(1, os.cpu_count() or 1)
 
 
 def name_deployment_limits() -> list[str]:

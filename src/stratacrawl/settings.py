@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     # Batches one fetch worker runs at once (each serial, one request in flight): raise it
     # for slow sources, where throughput = in-flight requests / latency.
     fetch_max_batches: int = Field(default=64, ge=1)
+    # Fetch runs at once on a Prefect server `stratacrawl up` starts (its fetch deployment's
+    # concurrency limit); None: one per core of that host.
+    fetch_runs: int | None = Field(default=None, ge=1)
     # Staging flushes a worker runs at once, each on its own connection and transaction.
     staging_flushes: int = Field(default=2, ge=1)
     # Tiers: the hot budget that triggers eviction, warm retention before sinking to cold,
