@@ -37,47 +37,57 @@ def _tasks(start: int, n: int) -> list[NewTask]:
     return out
 
 
-def _claimer(db_url: str, redis_url: str, direct: bool, seconds: float, q: Any) -> None:
+def _claimer(db_url: str, redis_url: str, sources: list[str], direct: bool, seconds: float,
+             batch: int, cap: int | None, q: Any) -> None:
     from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
     from stratacrawl.frontier.hot_queue import HotQueue
+    from stratacrawl.settings import Settings
 
-    async def main() -> list[int]:
+    async def main() -> tuple[list[int], float]:
         import redis.asyncio as aioredis
 
         got: list[int] = []
         owner = f"c{mp.current_process().pid}"
         async with aioredis.Redis.from_url(redis_url) as r, make_pool(db_url, max_size=2) as pool:
             ledger = Ledger(pool=pool)
-            f = Frontier(ledger=ledger, hot=HotQueue(redis=r, window=2000))
-            deadline = time.monotonic() + seconds
+            settings = Settings()     # windows sized as a crawl process sizes them
+            f = Frontier(ledger=ledger, hot=HotQueue(redis=r, window=settings.hot_window),
+                         window_budget=settings.hot_queue_budget)
+            t0 = time.monotonic()
+            deadline = t0 + seconds
             n = 0
-            while time.monotonic() < deadline:
-                source = f"s{(n + hash(owner)) % SOURCES}"
+            while time.monotonic() < deadline and (cap is None or len(got) < cap):
+                source = sources[(n + hash(owner)) % len(sources)]
                 n += 1
                 if direct:
-                    batch = await ledger.claim_direct(source, 100, owner, timedelta(minutes=5))
+                    claimed = await ledger.claim_direct(source, batch, owner, timedelta(minutes=5))
                 else:
-                    batch = (await f.claim(source, 100, owner)).tasks
-                got += [t.id for t in batch]
-        return got
+                    claimed = (await f.claim(source, batch, owner)).tasks
+                got += [t.id for t in claimed]
+        return got, time.monotonic() - t0
 
     q.put(uvloop.run(main()))
 
 
-def _claim_round(db_url: str, redis_url: str, direct: bool, seconds: float) -> tuple[float, int]:
+def claim_round(db_url: str, redis_url: str, sources: list[str], *, direct: bool,
+                seconds: float, batch: int = 100, cap: int | None = None) -> tuple[float, int]:
+    """Tasks claimed per second by ``CLAIMERS`` processes, each taking batches of ``batch``
+    from ``sources`` in turn for ``seconds`` (or until it holds ``cap`` tasks), through the
+    hot queues (or, ``direct``, from the ledger alone); and how many ids two claimed."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_claimer, args=(db_url, redis_url, direct, seconds, q))
+    procs = [ctx.Process(target=_claimer,
+                         args=(db_url, redis_url, sources, direct, seconds, batch, cap, q))
              for _ in range(CLAIMERS)]
     for p in procs:
         p.start()
     results = [q.get(timeout=seconds + 120) for _ in procs]
     for p in procs:
         p.join(30)
-    ids = [i for r in results for i in r]
-    return len(ids) / seconds, len(ids) - len(set(ids))
+    ids = [i for r, _ in results for i in r]
+    return len(ids) / max(s for _, s in results), len(ids) - len(set(ids))
 
 
 async def _fill(rt: Any, total: int) -> tuple[float, float, float]:
@@ -101,9 +111,11 @@ def run(size: Size = "full") -> Iterator[Figure]:
         enqueue_rate, used_mb, rss = uvloop.run(_fill(rt, total))
         used_mb -= before / 2**20
         rss_after_fill = rss
-        hot_rate, hot_dups = _claim_round(rt.database_url, rt.endpoints.redis_url, False, seconds)
-        direct_rate, direct_dups = _claim_round(rt.database_url, rt.endpoints.redis_url, True,
-                                                seconds)
+        sources = [f"s{i}" for i in range(SOURCES)]
+        hot_rate, hot_dups = claim_round(rt.database_url, rt.endpoints.redis_url, sources,
+                                         direct=False, seconds=seconds)
+        direct_rate, direct_dups = claim_round(rt.database_url, rt.endpoints.redis_url, sources,
+                                               direct=True, seconds=seconds)
     sizes = {"queued_tasks": total, "sources": SOURCES}
     yield Figure("frontier", "redis_used_memory_mb", used_mb, "MB", None,
                  "used_memory growth of the Redis server for this frontier",

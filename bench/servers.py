@@ -12,7 +12,8 @@ from stratacrawl.scratch import scratch_runtime
 from stratacrawl.wiring import Components, Runtime, open_components
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
-                   "validate": 7, "monitor": 6, "loadtest": 5, "prefect": 4, "efficiency": 3}
+                   "validate": 7, "monitor": 6, "loadtest": 5, "prefect": 4, "efficiency": 3,
+                   "scale": 2}
 
 
 @contextlib.contextmanager

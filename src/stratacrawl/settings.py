@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     bloom_shards: int = Field(default=1, ge=1)
     dedup_window_days: int = Field(default=7, ge=1)
     hot_window: int = Field(default=2000, ge=10)
+    # Ready-window entries of all sources together (~100 B each in Redis): with many
+    # sources each window shrinks (to no less than 64) so Redis stays bounded.
+    hot_queue_budget: int = Field(default=1_000_000, ge=1000)
     lease_s: float = Field(default=300.0, gt=0)
     pg_pool_size: int = Field(default=8, ge=1)
     redis_max_connections: int = Field(default=64, ge=1)
@@ -92,6 +95,18 @@ class Settings(BaseSettings):
     # the ops server; ``stratacrawl up`` sets it): links to Data Docs pages (Prefect link
     # artifacts, alerts, stored results) use it instead of ``file://`` paths.
     data_docs_url: str | None = None
+
+    def to_env(self) -> dict[str, str]:
+        """The settings that differ from their defaults as ``STRATACRAWL_*`` variables:
+        what a child process needs to run with these very settings (``from the
+        environment`` reads them back)."""
+        out: dict[str, str] = {}
+        for name, value in self.model_dump(exclude_defaults=True).items():
+            if value is None:
+                continue
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            out[f"STRATACRAWL_{name.upper()}"] = text
+        return out
 
     @property
     def gx_results_path(self) -> Path:

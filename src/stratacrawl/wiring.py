@@ -87,9 +87,11 @@ class Runtime:
         return "elasticsearch" in self.endpoints.embedded
 
     def child_env(self, state_dir: Path | None = None) -> dict[str, str]:
-        """Environment for a ``stratacrawl`` subprocess on these very tiers."""
+        """Environment for a ``stratacrawl`` subprocess on these very tiers, with these
+        settings (a Bloom filter's capacity, say: a child sizing it differently would read
+        other bits)."""
         ep = self.endpoints
-        return {**os.environ, "STRATACRAWL_REDIS_URL": ep.redis_url,
+        return {**os.environ, **self.settings.to_env(), "STRATACRAWL_REDIS_URL": ep.redis_url,
                 "STRATACRAWL_REDIS_CLUSTER": "true" if self.settings.redis_cluster else "false",
                 "STRATACRAWL_DATABASE_URL": ep.database_url,
                 "STRATACRAWL_ELASTICSEARCH_URL": ep.elasticsearch_url,
@@ -237,7 +239,8 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
         await check_kind(redis, redact(rt.endpoints.redis_url))
         ledger = Ledger(pool=pool)
         hot_queue = HotQueue(redis=redis, window=s.hot_window)
-        frontier = Frontier(ledger=ledger, hot=hot_queue, lease=timedelta(seconds=s.lease_s))
+        frontier = Frontier(ledger=ledger, hot=hot_queue, lease=timedelta(seconds=s.lease_s),
+                            window_budget=s.hot_queue_budget)
         bloom = BloomFilter(redis=redis, spec=BloomSpec.for_capacity(
             s.bloom_capacity, s.bloom_fp_rate, shards=s.bloom_shards))
         hot_urls = HotURLState(redis=redis)

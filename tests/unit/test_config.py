@@ -1,5 +1,7 @@
+import os
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,23 @@ def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.redis_url == "redis://r:1/2"
     assert s.es_shards == 3
     assert s.database_url is None
+
+
+def test_settings_travel_to_a_child_process_and_back(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """``to_env`` carries exactly what differs from the defaults, in the form ``Settings``
+    reads: a child sizing its Bloom filter differently would read other bits."""
+    for name in [k for k in os.environ if k.startswith("STRATACRAWL_")]:
+        monkeypatch.delenv(name)
+    s = Settings(bloom_capacity=123_456, redis_cluster=True, state_dir=tmp_path,
+                 fetch_runs=3, es_refresh_interval="1s")
+    env = s.to_env()
+    assert env == {"STRATACRAWL_BLOOM_CAPACITY": "123456", "STRATACRAWL_REDIS_CLUSTER": "true",
+                   "STRATACRAWL_STATE_DIR": str(tmp_path), "STRATACRAWL_FETCH_RUNS": "3",
+                   "STRATACRAWL_ES_REFRESH_INTERVAL": "1s"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Settings() == s
 
 
 def test_broken_setting_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

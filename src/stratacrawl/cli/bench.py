@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -23,7 +24,10 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
           as_json: bool = typer.Option(False, "--json", help="One JSON object per figure."),
           quick: bool = typer.Option(False, help="Smaller sizes, for a first look."),
           smoke: bool = typer.Option(False, help="The smallest sizes: seconds, every figure "
-                                     "emitted, the values meaningless (what CI runs).")) -> None:
+                                     "emitted, the values meaningless (what CI runs)."),
+          known: int | None = typer.Option(None, min=100, help="Known URLs (bench scale)."),
+          queued: int | None = typer.Option(None, min=0, help="Queued tasks (bench scale)."),
+          sources: int | None = typer.Option(None, min=1, help="Sources (bench scale).")) -> None:
     """Run a benchmark against real servers; prints figure, baseline and ratio."""
     try:
         root = _bench_root()
@@ -35,7 +39,14 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
     except ModuleNotFoundError:
         names = sorted(p.stem for p in (root / "bench").glob("*.py") if not p.stem.startswith("_"))
         bad_input(f"no benchmark {name!r}; have: {', '.join(names)}")
-    for figure in module.run("smoke" if smoke else "quick" if quick else "full"):
+    sizes = {k: v for k, v in (("known", known), ("queued", queued), ("sources", sources))
+             if v is not None}
+    accepted = inspect.signature(module.run).parameters
+    if unknown := [f"--{k}" for k in sizes if k not in accepted]:
+        bad_input(f"bench {name} takes no {', '.join(unknown)}")
+    if known is not None and queued is not None and queued > known:
+        bad_input(f"--queued {queued} is more than --known {known}")
+    for figure in module.run("smoke" if smoke else "quick" if quick else "full", **sizes):
         if as_json:
             print(json.dumps(figure.as_dict()), flush=True)
         else:

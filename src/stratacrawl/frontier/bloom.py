@@ -80,6 +80,24 @@ def encode_bitfield(key: str, positions: np.ndarray, add: bool) -> bytes:
     return head + (template * p.size) % tuple(pairs.tolist())
 
 
+def set_bits(bitmap: np.ndarray, positions: np.ndarray) -> None:
+    """Set bit ``p`` of ``bitmap`` (bytes, Redis' bit order: offset 0 is the first byte's
+    most significant bit) for every ``p``. Sorted first, so each byte is written once with
+    the OR of its masks (a plain fancy-indexed ``|=`` keeps one of several bits that share
+    a byte; ``np.bitwise_or.at`` is ~10x slower)."""
+    p = np.sort(positions.ravel().astype(np.uint64))
+    if not p.size:
+        return
+    byte = (p >> np.uint64(3)).astype(np.int64)
+    mask = np.uint8(0x80) >> (p & np.uint64(7)).astype(np.uint8)
+    starts = np.flatnonzero(np.concatenate(([True], byte[1:] != byte[:-1])))
+    bitmap[byte[starts]] |= np.bitwise_or.reduceat(mask, starts)
+
+
+# Bytes per SETRANGE when a rebuilt shard is written to Redis.
+WRITE_PIECE = 8 * 2**20
+
+
 def _bitfield_args(key: str, positions: np.ndarray, add: bool) -> list[Any]:
     """The same request as ``encode_bitfield``, as arguments for a client to encode."""
     args: list[Any] = ["BITFIELD" if add else "BITFIELD_RO", key]
@@ -215,6 +233,38 @@ class BloomFilter:
     async def check_and_add_ready(self, fingerprints: Sequence[str]) -> tuple[list[bool], bool]:
         """``check_and_add`` plus whether the filter is ready, in the same round trip."""
         return await self._run_ready(fingerprints, add=True, with_ready=True)
+
+    async def add_all(self, chunks: AsyncIterator[Sequence[str]]) -> int:
+        """Add every fingerprint ``chunks`` yields, the bulk way (a rebuild from cold):
+        the bits are set in a local copy of each shard, which is then OR-ed into Redis
+        (written to a scratch key in the shard's slot, ``BITOP OR`` into the shard, scratch
+        deleted) — so bits crawlers add meanwhile stay. Several times faster than
+        ``check_and_add`` per chunk (Redis applies one ``BITOP`` instead of k ``SET``s per
+        URL); this process and Redis each hold one more shard-sized copy meanwhile."""
+        size = (self.spec.bits + 7) // 8
+        local = [np.zeros(size, dtype=np.uint8) for _ in range(self.spec.shards)]
+        added = 0
+        async for fingerprints in chunks:
+            if not fingerprints:
+                continue
+            shard, pos = self.positions(fingerprints)
+            for s, bitmap in enumerate(local):
+                set_bits(bitmap, pos if self.spec.shards == 1 else pos[shard == s])
+            added += len(fingerprints)
+        for s, bitmap in enumerate(local):
+            await self._or_into(self.key(s), bitmap)
+        return added
+
+    async def _or_into(self, key: str, bitmap: np.ndarray) -> None:
+        scratch = f"{key}:rebuild"     # same hash tag: same cluster slot as the shard
+        await self.redis.delete(scratch)
+        for offset in range(0, bitmap.size, WRITE_PIECE):
+            piece = bitmap[offset:offset + WRITE_PIECE]
+            if piece.any():
+                await self.redis.setrange(scratch, offset, piece.tobytes())
+        if await self.redis.exists(scratch):
+            await self.redis.bitop("OR", key, key, scratch)
+            await self.redis.delete(scratch)
 
     async def contains(self, fingerprints: Sequence[str]) -> list[bool]:
         return await self._run(fingerprints, add=False)

@@ -27,6 +27,11 @@ from stratacrawl.cold.tasks import Batch, NewTask, Outcome
 from stratacrawl.frontier.hot_queue import HotQueue
 
 LEVEL2_DELAY = timedelta(minutes=15)
+# Ready windows share one budget of entries (~100 B each in Redis): each source's window is
+# the budget divided by the sources with ready work, between these bounds — so Redis holds
+# a bounded number of ids whether 50 sources or 10,000 have work queued.
+MIN_WINDOW = 64
+WINDOW_REFIT_S = 60.0
 MAX_POPS = 20  # per claim: enough to skip a window's worth of stale ids
 DRAINED_RECHECK_S = 2.0  # a window holding all of a source's ready work: look again after
 
@@ -35,11 +40,14 @@ class Frontier:
     """Enqueue, claim in batches, complete, reclaim."""
 
     def __init__(self, *, ledger: Ledger, hot: HotQueue, lease: timedelta = timedelta(minutes=5),
-                 refill_horizon: timedelta = timedelta(seconds=2)) -> None:
+                 refill_horizon: timedelta = timedelta(seconds=2),
+                 window_budget: int | None = None) -> None:
         self.ledger = ledger
         self.hot = hot
         self.lease = lease
         self.refill_horizon = refill_horizon
+        self.window_budget = window_budget   # None: every source gets ``max_window``
+        self._refit_at = 0.0
         self._cursor: dict[str, ReadyCursor] = {}  # per source: where the last refill stopped
         self._drained: dict[str, float] = {}  # per source: the window held all ready work
         # per owner: task id -> (source, claim number) of every lease it holds here
@@ -71,6 +79,20 @@ class Frontier:
             if left_out or len(soon) < len(items):
                 self._drained.pop(source_id, None)  # the ledger holds more than the window
 
+    def fit_window(self, sources: int) -> int:
+        """Size every source's window for ``sources`` sources with ready work: the budget
+        shared out, at least ``MIN_WINDOW`` and at most the hot queue's ``window``."""
+        if self.window_budget is not None:
+            self.hot.share = max(self.window_budget // max(sources, 1), MIN_WINDOW)
+            self._refit_at = time.monotonic() + WINDOW_REFIT_S
+        return self.hot.limit
+
+    async def _refit(self) -> None:
+        """Count the sources with ready work again, once a ``WINDOW_REFIT_S`` (one probe of
+        the ready index per source)."""
+        if self.window_budget is not None and time.monotonic() >= self._refit_at:
+            self.fit_window(len(await self.ledger.sources_with_ready_tasks()))
+
     async def refill(self, source_id: str, force: bool = False, *, resume: bool = False) -> int:
         """Top the hot window up from the ledger when it is below half (or when forced).
 
@@ -78,12 +100,13 @@ class Frontier:
         (claims do: the window holds what came before); a page shorter than the window means
         the end was reached, and the next refill starts from the top again, where new, retried
         and re-armed tasks are. Urgent work, reclaims and recovery refill from the top."""
-        if not force and await self.hot.size(source_id) >= self.hot.window // 2:
+        await self._refit()
+        if not force and await self.hot.size(source_id) >= self.hot.limit // 2:
             return 0
         after = self._cursor.get(source_id) if resume else None
-        items, cursor = await self.ledger.ready_page(source_id, self.hot.window,
+        items, cursor = await self.ledger.ready_page(source_id, self.hot.limit,
                                                      self.refill_horizon, after)
-        if cursor is None or len(items) < self.hot.window:
+        if cursor is None or len(items) < self.hot.limit:
             self._cursor.pop(source_id, None)
             self._drained[source_id] = time.monotonic() + DRAINED_RECHECK_S
         else:
@@ -106,7 +129,7 @@ class Frontier:
             # Below half: top up — unless the last refill found the ledger had nothing
             # beyond the window (then only an empty window, or time, warrants a look).
             drained = self._drained.get(source_id, 0.0) > time.monotonic()
-            if left < self.hot.window // 2 and not refilled and (not drained or not ids):
+            if left < self.hot.limit // 2 and not refilled and (not drained or not ids):
                 refilled = True
                 await self.refill(source_id, force=True, resume=True)
                 if not ids:

@@ -3,7 +3,8 @@
 Keys (hash-tagged per source so one Lua call works on a Redis Cluster):
 ``sc:{<source>}:ready`` — zset of task ids, score ``(10 - priority) * 1e10 + due``;
 ``sc:{<source>}:leased`` — zset of leased task ids, score = lease expiry.
-Redis memory stays proportional to the window, not to the frontier; losing Redis
+Redis memory stays proportional to the windows (their total held to a budget by the
+frontier), not to the frontier; losing Redis
 loses nothing (the ledger refills it).
 """
 
@@ -33,8 +34,15 @@ class HotQueue:
     def __init__(self, *, redis: HotRedis, window: int = 2000) -> None:
         self.redis = redis
         self.window = window
+        self.share: int | None = None   # this source's part of a shared budget (frontier)
         self._claim = script(redis, "claim")
         self._admit = script(redis, "admit")
+
+    @property
+    def limit(self) -> int:
+        """Ids a source's window holds at most: ``window``, or less where a budget shared
+        among many sources says so."""
+        return self.window if self.share is None else min(self.window, self.share)
 
     async def size(self, source_id: str) -> int:
         return int(await self.redis.zcard(ready_key(source_id)))
@@ -50,11 +58,12 @@ class HotQueue:
         returns how many did not fit (one round trip)."""
         if not items:
             return 0
-        args: list[float | str] = [self.window]
-        for i, p, d in items[:self.window]:  # never more than a whole window fits
+        limit = self.limit
+        args: list[float | str] = [limit]
+        for i, p, d in items[:limit]:  # never more than a whole window fits
             args += [score(p, d), str(i)]
         left_out = int(await self._admit(keys=[ready_key(source_id)], args=args))
-        return left_out + max(0, len(items) - self.window)
+        return left_out + max(0, len(items) - limit)
 
     async def pop(self, source_id: str, n: int, lease_s: float) -> tuple[list[int], int]:
         """Take up to ``n`` due ids, best first, and record their lease; also returns how

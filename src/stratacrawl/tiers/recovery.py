@@ -8,6 +8,7 @@ ready, so it is never wrong meanwhile), then warm wherever it holds less than co
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from stratacrawl.warm.indices import FAMILIES, IndexLayout
 from stratacrawl.warm.url_docs import docs_per_week
 
 BLOOM_CHUNK = 100_000
+# Sources whose windows are refilled at once (each a ledger read and a Redis write).
+REFILLS_AT_ONCE = 8
 
 
 # Batches a recovery re-indexes into warm itself (100,000 URLs); the rest of a refill
@@ -78,20 +81,23 @@ class Recovery:
         self.state_path = state_path
 
     async def rebuild_queues(self) -> int:
-        queued = 0
-        for source_id in await self.ledger.sources_with_ready_tasks():
-            queued += await self.frontier.refill(source_id, force=True)
-        return queued
+        """Every source's ready window from the ledger, each sized for this many sources."""
+        sources = await self.ledger.sources_with_ready_tasks()
+        self.frontier.fit_window(len(sources))
+        gate = asyncio.Semaphore(REFILLS_AT_ONCE)
+
+        async def refill(source_id: str) -> int:
+            async with gate:
+                return await self.frontier.refill(source_id, force=True)
+
+        return sum(await asyncio.gather(*(refill(s) for s in sources)))
 
     async def rebuild_bloom(self) -> int:
         """Every URL cold knows, streamed into the filter; then the filter is marked ready."""
         if await self.bloom.is_ready():
             return 0
-        added = 0
         async with all_url_hashes(self.pool, BLOOM_CHUNK) as chunks:
-            async for fps in chunks:
-                await self.bloom.check_and_add(fps)
-                added += len(fps)
+            added = await self.bloom.add_all(chunks)
         await self.bloom.mark_ready()
         return added
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stratacrawl.cold.tasks import URGENT, NewTask, Outcome, TaskState
+from stratacrawl.frontier.frontier import MIN_WINDOW
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
 
@@ -163,6 +164,29 @@ async def test_hot_window_stays_bounded(comps: Components) -> None:
     await comps.frontier.add(tasks(2000))
     await comps.frontier.claim("s1", 10, "w1")
     assert await comps.hot_queue.size("s1") <= 50
+
+
+async def test_windows_share_one_budget_however_many_sources_have_work(
+        comps: Components) -> None:
+    """Redis holds about ``window_budget`` ids in all, not sources x window: with 40
+    sources each window is budget / 40 (never below MIN_WINDOW); claims still drain all."""
+    f = comps.frontier
+    f.window_budget, comps.hot_queue.window = 4000, 2000
+    for s in range(40):
+        await f.add(tasks(300, source=f"w{s}"))
+    await comps.redis.flushdb()                  # as after a Redis loss: refilled from cold
+    assert await comps.recovery().rebuild_queues() == 40 * 100
+    assert comps.hot_queue.limit == 100
+    sizes = [await comps.hot_queue.size(f"w{s}") for s in range(40)]
+    assert sizes == [100] * 40
+    f.fit_window(1000)                           # many more sources: the floor holds
+    assert comps.hot_queue.limit == MIN_WINDOW
+    f.fit_window(1)                              # one source: the configured window
+    assert comps.hot_queue.limit == 2000
+    claimed = []
+    while batch := (await f.claim("w7", 64, "w1")).tasks:
+        claimed += [t.id for t in batch]
+    assert len(claimed) == len(set(claimed)) == 300
 
 
 async def test_admit_fills_the_window_best_first_and_counts_what_did_not_fit(
