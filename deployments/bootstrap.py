@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
@@ -28,24 +29,22 @@ from stratacrawl.settings import Settings
 
 
 def register() -> list[str]:
-    env = os.environ
-    saved = []
-    def flag(var: str) -> bool:
-        return env.get(var, "false").lower() in {"1", "true", "yes"}
-
-    plain = flag("STRATACRAWL_ES_PLAIN_JSON")
-    pairs = [
-        ("stratacrawl-redis", "STRATACRAWL_REDIS_URL",
-         lambda u: RedisConnection(url=u, cluster=flag("STRATACRAWL_REDIS_CLUSTER"))),
-        ("stratacrawl-elasticsearch", "STRATACRAWL_ELASTICSEARCH_URL",
-         lambda u: ElasticsearchConnection(url=u, plain_json=plain,
-                                           index_prefix=env.get("STRATACRAWL_ES_INDEX_PREFIX", ""))),
-        ("stratacrawl-postgres", "STRATACRAWL_DATABASE_URL", lambda u: PostgresConnection(url=u)),
-        ("stratacrawl-sources", "STRATACRAWL_SOURCES", lambda u: SourcesFileBlock(path=u)),
+    """A block for every tier (and the sources file) the environment's settings name."""
+    s = Settings()
+    blocks: list[tuple[str, str | None, Any]] = [
+        ("stratacrawl-redis", s.redis_url,
+         lambda u: RedisConnection(url=u, cluster=s.redis_cluster)),
+        ("stratacrawl-elasticsearch", s.elasticsearch_url,
+         lambda u: ElasticsearchConnection(url=u, plain_json=bool(s.es_plain_json),
+                                           index_prefix=s.es_index_prefix)),
+        ("stratacrawl-postgres", s.database_url, lambda u: PostgresConnection(url=u)),
+        ("stratacrawl-sources", str(s.sources) if "sources" in s.model_fields_set else None,
+         lambda u: SourcesFileBlock(path=u)),
     ]
-    for name, var, build in pairs:
-        if env.get(var):
-            build(env[var]).save(name, overwrite=True)
+    saved = []
+    for name, value, build in blocks:
+        if value:
+            build(value).save(name, overwrite=True)
             saved.append(name)
     return saved
 

@@ -6,16 +6,24 @@ Connection URLs left unset mean "use the embedded server for that tier"; see
 
 from __future__ import annotations
 
+import difflib
+import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PREFIX = "STRATACRAWL_"
+# STRATACRAWL_* variables read elsewhere than here (and the test suite's own).
+OTHER_VARIABLES = frozenset({"ALERT_WEBHOOK_URL", "LOG_LEVEL", "PROJECT_DIR", "LOADTEST_VIA",
+                             "GX_DATABASE_URL"})
 
 
 class Settings(BaseSettings):
     """Knobs of one Stratacrawl process."""
 
-    model_config = SettingsConfigDict(env_prefix="STRATACRAWL_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid")
 
     redis_url: str | None = None
     # A Redis Cluster at ``redis_url`` (any of its nodes): keys spread over its slots.
@@ -95,6 +103,21 @@ class Settings(BaseSettings):
     # the ops server; ``stratacrawl up`` sets it): links to Data Docs pages (Prefect link
     # artifacts, alerts, stored results) use it instead of ``file://`` paths.
     data_docs_url: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        """A misspelt STRATACRAWL_* variable is an error naming it (and the setting it
+        probably meant), not a setting silently left at its default."""
+        known = {name.upper() for name in cls.model_fields} | OTHER_VARIABLES
+        for variable in os.environ:
+            name = variable[len(PREFIX):]
+            if variable.startswith(PREFIX) and name not in known and not name.startswith(
+                    "TEST_"):
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {PREFIX}{close[0]}?)" if close else ""
+                raise ValueError(f"{variable} is not a Stratacrawl setting{hint}")
+        return data
 
     def to_env(self) -> dict[str, str]:
         """The settings that differ from their defaults as ``STRATACRAWL_*`` variables:

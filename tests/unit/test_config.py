@@ -41,6 +41,17 @@ def test_settings_travel_to_a_child_process_and_back(monkeypatch: pytest.MonkeyP
     assert Settings() == s
 
 
+def test_a_misspelt_variable_or_key_is_an_error_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATACRAWL_BLOOM_CAPACTY", "5")
+    with pytest.raises(ValueError, match=r"STRATACRAWL_BLOOM_CAPACTY is not a Stratacrawl "
+                       r"setting \(did you mean STRATACRAWL_BLOOM_CAPACITY\?\)"):
+        Settings()
+    monkeypatch.delenv("STRATACRAWL_BLOOM_CAPACTY")
+    with pytest.raises(ValueError, match="hot_windw"):
+        Settings(hot_windw=5)   # type: ignore[call-arg]
+
+
 def test_broken_setting_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATACRAWL_ES_SHARDS", "many")
     with pytest.raises(ValueError, match="es_shards"):

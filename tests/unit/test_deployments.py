@@ -42,3 +42,29 @@ def test_maintenance_deployments_run_one_at_a_time() -> None:
     for name in ("demotion", "tier-sinking", "recovery", "compensation"):
         assert doc[name]["concurrency_limit"] == {"limit": 1, "collision_strategy": "CANCEL_NEW"}
     assert doc["fetch"]["concurrency_limit"]["limit"] >= 3  # the load test runs three hosts
+
+
+def test_blocks_are_registered_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``up`` saves a block per tier the environment names, read through ``Settings``
+    (the one place STRATACRAWL_* variables are read): no URL, no block."""
+    from blocks.connections import ElasticsearchConnection, RedisConnection
+    from deployments import bootstrap
+
+    saved: dict[str, object] = {}
+    monkeypatch.setattr(RedisConnection, "save", lambda self, name, overwrite: saved.update(
+        {name: self}))
+    monkeypatch.setattr(ElasticsearchConnection, "save",
+                        lambda self, name, overwrite: saved.update({name: self}))
+    for name in ("DATABASE_URL", "SOURCES", "REDIS_URL", "ELASTICSEARCH_URL"):
+        monkeypatch.delenv(f"STRATACRAWL_{name}", raising=False)
+    monkeypatch.setenv("STRATACRAWL_REDIS_URL", "redis://r:6379/0")
+    monkeypatch.setenv("STRATACRAWL_REDIS_CLUSTER", "true")
+    monkeypatch.setenv("STRATACRAWL_ELASTICSEARCH_URL", "http://es:9200")
+    monkeypatch.setenv("STRATACRAWL_ES_PLAIN_JSON", "true")
+    monkeypatch.setenv("STRATACRAWL_ES_INDEX_PREFIX", "p_")
+    assert bootstrap.register() == ["stratacrawl-redis", "stratacrawl-elasticsearch"]
+    redis, es = saved["stratacrawl-redis"], saved["stratacrawl-elasticsearch"]
+    assert isinstance(redis, RedisConnection) and redis.cluster
+    assert redis.url.get_secret_value() == "redis://r:6379/0"
+    assert isinstance(es, ElasticsearchConnection) and es.plain_json
+    assert es.index_prefix == "p_"

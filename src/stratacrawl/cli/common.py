@@ -49,7 +49,11 @@ def settings() -> Settings:
     try:
         return Settings()
     except Exception as e:  # pydantic ValidationError: a broken STRATACRAWL_* variable
-        err.print(f"[red]error:[/] bad STRATACRAWL_* setting: {escape(str(e))}")
+        errors = getattr(e, "errors", None)
+        lines = [f"{'.'.join(map(str, x['loc'])) or 'environment'}: "
+                 f"{x['msg'].removeprefix('Value error, ')}" for x in errors()] if errors else [str(e)]
+        for line in lines:
+            err.print(f"[red]error:[/] bad STRATACRAWL_* setting: {escape(line)}")
         sys.exit(EXIT_BAD_INPUT)
 
 
