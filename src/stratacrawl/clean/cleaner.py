@@ -24,7 +24,6 @@ from datetime import date, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-import zstandard
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.clean.coerce import take_unknown_timezones
@@ -34,6 +33,7 @@ from stratacrawl.clean.stats import CleanStats, SourceCleanStats
 from stratacrawl.cold.records import Record, UpsertResult, ensure_partitions, upsert
 from stratacrawl.cold.staging import (
     claim_for_cleaning,
+    decode_body,
     mark_cleaned,
     requeue_for_cleaning,
 )
@@ -61,6 +61,7 @@ class _Claimed:
     body: bytes | None
     trace_id: str | None
     cleaned_before: bool
+    body_encoding: str
 
 
 class Cleaner:
@@ -78,7 +79,6 @@ class Cleaner:
         self._rules_key = {s.id: hashlib.blake2b(s.extract.model_dump_json().encode(),
                                                  digest_size=8).hexdigest()
                            for s in sources.sources}
-        self._zstd = zstandard.ZstdDecompressor()
         self._partitions: set[tuple[str, date]] = set()   # record partitions known to exist
 
     # -- one page ---------------------------------------------------------------------------
@@ -167,7 +167,7 @@ class Cleaner:
                     stats.cache_hits += 1
                     found, encoding = _from_cache(hit)
                 else:
-                    body = self._zstd.decompress(c.body) if c.body else b""
+                    body = decode_body(c.body, c.body_encoding)
                     page = Page(page_url, c.content_type, body)
                     try:
                         found = self.extract(source, page)

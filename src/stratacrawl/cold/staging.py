@@ -27,6 +27,20 @@ COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", 
 TYPES = ("timestamptz", "text", "text", "int8", "int4", "text", "text", "int4", "jsonb", "text",
          "bytea", "text", "int4", "float4", "text", "text", "text", "text", "timestamptz")
 _ZSTD = zstandard.ZstdCompressor(level=1)
+_UNZSTD = zstandard.ZstdDecompressor()
+# How a staged body is stored (``staging.body_encoding``): each reader decodes by the
+# row's own value, so rows written in another codec stay readable.
+BODY_DECODERS = {"zstd": _UNZSTD.decompress, "identity": bytes}
+
+
+def decode_body(body: bytes | None, encoding: str) -> bytes:
+    """A staged body as fetched (decoded), by its row's ``body_encoding``."""
+    if not body:
+        return b""
+    try:
+        return BODY_DECODERS[encoding](body)
+    except KeyError:
+        raise ValueError(f"staged body in unknown encoding {encoding!r}") from None
 _STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
 
 
@@ -212,16 +226,17 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
 
 
 # -- discovery: the staged seed, list and sitemap pages whose links wait for the frontier ---
-UndiscoveredRow = tuple[datetime, int, str, str, str | None, str | None, bytes | None, int]
+UndiscoveredRow = tuple[datetime, int, str, str, str | None, str | None, bytes | None, int, str]
 
 
 async def claim_undiscovered(conn: AsyncConnection, limit: int) -> list[UndiscoveredRow]:
-    """(fetched_at, id, source, URL, final URL, content type, body, task id) of staged list
+    """(fetched_at, id, source, URL, final URL, content type, stored body, task id, body
+    encoding) of staged list
     pages not yet discovered, oldest first, locked for this transaction (SKIP LOCKED: other
     discoverers take the next ones)."""
     cur = await conn.execute(
-        "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id "
-        f"FROM staging WHERE discovered_at IS NULL AND kind IN ({LISTS_SQL}) "
+        "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id, "
+        f"body_encoding FROM staging WHERE discovered_at IS NULL AND kind IN ({LISTS_SQL}) "
         "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (limit,))
     return list(await cur.fetchall())
 
@@ -248,11 +263,12 @@ async def has_undiscovered(pool: AsyncConnectionPool, source_ids: Sequence[str])
 # -- cleaning: staged item pages waiting to become records ---------------------------------
 async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
                              limit: int) -> list[tuple[Any, ...]]:
-    """(fetched_at, id, source, task id, URL, final URL, content type, body, trace id,
-    cleaned before) of item pages to clean, oldest first, locked for this transaction."""
+    """(fetched_at, id, source, task id, URL, final URL, content type, stored body, trace
+    id, cleaned before, body encoding) of item pages to clean, oldest first, locked for
+    this transaction."""
     cur = await conn.execute(
         "SELECT fetched_at, id, source_id, task_id, url, final_url, content_type, body, "
-        "trace_id, cleaned_at IS NOT NULL FROM staging "
+        "trace_id, cleaned_at IS NOT NULL, body_encoding FROM staging "
         "WHERE clean_state = 'new' AND source_id = ANY(%b) "
         "ORDER BY fetched_at LIMIT %s FOR UPDATE SKIP LOCKED", (list(source_ids), limit))
     return list(await cur.fetchall())

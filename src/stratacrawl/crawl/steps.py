@@ -9,9 +9,7 @@ import logging
 import time
 from datetime import UTC, datetime
 
-import zstandard
-
-from stratacrawl.cold.staging import claim_undiscovered, mark_discovered
+from stratacrawl.cold.staging import claim_undiscovered, decode_body, mark_discovered
 from stratacrawl.cold.tasks import NewTask
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
 from stratacrawl.fetch.robots import RobotsCache
@@ -148,16 +146,15 @@ async def discover_staged(comps: Components, sources: SourcesFile, limit: int = 
     crash re-discovers a page at most, and dedup makes that harmless.
     """
     stats = DiscoveryStats()
-    decompress = zstandard.ZstdDecompressor()
     grades: list[tuple[int, bool, float, float]] = []  # adaptive re-crawl of the list pages
     async with comps.pool.connection() as conn, conn.transaction():
         rows = await claim_undiscovered(conn, limit)
-        for fetched_at, _id, source_id, url, final_url, ctype, body, task_id in rows:
+        for fetched_at, _id, source_id, url, final_url, ctype, body, task_id, codec in rows:
             if source_id not in sources.ids or body is None:
                 continue
             source = sources.get(source_id)
             page = await comps.discovery.discover_page(source, final_url or url,
-                                                       decompress.decompress(body), ctype)
+                                                       decode_body(body, codec), ctype)
             stats.merge(page)
             if hops is not None:
                 hops.add((datetime.now(UTC) - fetched_at).total_seconds() * 1000)

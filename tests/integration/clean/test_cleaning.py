@@ -323,3 +323,32 @@ async def test_a_page_declaring_its_encoding_in_meta_only_is_read_right(
         rows = await (await conn.execute(
             "SELECT encoding FROM staging WHERE kind = 'item'")).fetchall()
     assert rows == [("cp1251",)]
+
+
+@pytest.mark.slow
+async def test_bodies_are_read_by_their_rows_encoding(comps: Components, site) -> None:
+    """Each staged body is decoded by its own ``body_encoding``: rows stored uncompressed
+    ('identity') clean as the zstd ones do; an unknown codec is an error naming it."""
+    import zstandard
+
+    from stratacrawl.cold.staging import decode_body
+
+    st, specs = site
+    sources = sources_for(specs)
+    await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
+    async with comps.pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT fetched_at, id, body FROM staging WHERE kind = 'item' AND body IS NOT NULL "
+            "AND id % 2 = 0")).fetchall()
+        plain = zstandard.ZstdDecompressor()
+        for fetched_at, row_id, body in rows:
+            await conn.execute("UPDATE staging SET body = %s, body_encoding = 'identity' "
+                               "WHERE fetched_at = %s AND id = %s",
+                               (plain.decompress(body), fetched_at, row_id))
+    assert rows
+    await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+    truth, records = st.sim.truth(), await records_by_url(comps)
+    for spec in specs:
+        assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99
+    with pytest.raises(ValueError, match="unknown encoding 'brotli'"):
+        decode_body(b"x", "brotli")
