@@ -10,50 +10,11 @@ once with their message: trying again would fail the same way.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import elastic_transport
-import httpx
-import psycopg
-import psycopg_pool
-import redis.exceptions
+from stratacrawl.tier_errors import is_transient
 
-from stratacrawl.errors import Terminal, Transient
-
-_TRANSIENT_TYPES: tuple[type, ...] = (
-    Transient, ConnectionError, TimeoutError, asyncio.TimeoutError,
-    psycopg.OperationalError, psycopg.errors.SerializationFailure,
-    psycopg.errors.DeadlockDetected, psycopg_pool.PoolTimeout,
-    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-    elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout,
-    httpx.TransportError,
-)
-_TRANSIENT_HTTP = {429, 502, 503, 504}
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 8:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether trying again later may succeed (see the module docstring)."""
-    for e in _chain(exc):
-        if isinstance(e, Terminal):
-            return False
-        if isinstance(e, _TRANSIENT_TYPES):
-            return True
-        status = getattr(getattr(e, "meta", None), "status", None)  # elasticsearch ApiError
-        if isinstance(status, int) and status in _TRANSIENT_HTTP:
-            return True
-    return False
+__all__ = ["TRANSIENT", "is_transient", "retry_if_transient"]
 
 
 def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:

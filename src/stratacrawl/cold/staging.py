@@ -8,7 +8,7 @@ outage) call the same ``land`` with ``idempotent`` set for replays.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -30,7 +30,8 @@ _ZSTD = zstandard.ZstdCompressor(level=1)
 _UNZSTD = zstandard.ZstdDecompressor()
 # How a staged body is stored (``staging.body_encoding``): each reader decodes by the
 # row's own value, so rows written in another codec stay readable.
-BODY_DECODERS = {"zstd": _UNZSTD.decompress, "identity": bytes}
+BODY_DECODERS: dict[str, Callable[[bytes], bytes]] = {"zstd": _UNZSTD.decompress,
+                                                      "identity": bytes}
 
 
 def decode_body(body: bytes | None, encoding: str) -> bytes:

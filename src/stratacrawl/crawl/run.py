@@ -32,7 +32,8 @@ from stratacrawl.fetch.leases import keep_leases
 from stratacrawl.hot.throttle import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import SourcesFile
-from stratacrawl.staging.writer import DB_DOWN, RETRYABLE, StagingWriter
+from stratacrawl.staging.writer import StagingWriter
+from stratacrawl.tier_errors import POSTGRES_AWAY, POSTGRES_BUSY
 from stratacrawl.wiring import Components
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class CrawlRun:
         comps, sources = self.comps, self.sources
         # The writer has landed all it held: what this run still leases (batches cut
         # short) goes back to the others at their next reclaim, not after a lease time.
-        with contextlib.suppress(*DB_DOWN, *RETRYABLE):
+        with contextlib.suppress(*POSTGRES_AWAY, *POSTGRES_BUSY):
             await Runs(pool=comps.pool).end(self.run_id)
         with contextlib.suppress(*AWAY):  # else the next crawl discovers them
             self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,

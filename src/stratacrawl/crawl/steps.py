@@ -19,8 +19,7 @@ from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
 from stratacrawl.staging.spool import Spool
-from stratacrawl.staging.writer import DB_DOWN
-from stratacrawl.tier_errors import TIER_DOWN
+from stratacrawl.tier_errors import POSTGRES_AWAY, TIER_DOWN
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, check_target
@@ -31,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # A tier away (PostgreSQL: the writer spools meanwhile): a crawl's side work pauses and
 # tries again; it never stops the crawl.
-AWAY: tuple[type[BaseException], ...] = (*DB_DOWN, *TIER_DOWN)
+AWAY: tuple[type[BaseException], ...] = (*POSTGRES_AWAY, *TIER_DOWN)
 END_FIRST_ROWS = 1000   # the end demotion's first round; then sized to the time left
 
 

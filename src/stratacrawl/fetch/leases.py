@@ -13,7 +13,7 @@ from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool
 from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, LOCK_STEADY_S, Runs
 from stratacrawl.frontier.frontier import Frontier
-from stratacrawl.staging.writer import DB_DOWN, RETRYABLE
+from stratacrawl.tier_errors import POSTGRES_AWAY, POSTGRES_BUSY
 
 log = logging.getLogger(__name__)
 RECLAIM_EVERY_S = 5.0  # a dead run's tasks go back to the living this often
@@ -67,7 +67,7 @@ async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
                 if n := await frontier.reclaim(ledger, DEAD_AFTER if steady else None,
                                                by_lock=healthy >= LOCK_STEADY_S):
                     log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
-        except (*DB_DOWN, *RETRYABLE) as e:  # PostgreSQL away or busy: next round
+        except (*POSTGRES_AWAY, *POSTGRES_BUSY) as e:  # PostgreSQL away or busy: next round
             healthy_since = None
             log.warning("crawl: lease upkeep paused (%s)", e)
         except Exception as e:  # Redis away: the ledger is what counts

@@ -20,8 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.pool import ping
 from stratacrawl.cold.staging import COLUMNS, StagedFetch, ensure_partitions, land
@@ -29,12 +28,9 @@ from stratacrawl.cold.tasks import LISTS
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.staging.spool import Spool
+from stratacrawl.tier_errors import POSTGRES_AWAY, POSTGRES_BUSY
 
 log = logging.getLogger(__name__)
-DB_DOWN = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSError)
-# Two flushes touching the same URL-state row (a URL fetched again within seconds) can
-# deadlock; PostgreSQL aborts one and it is simply run again.
-RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 COMMIT_ATTEMPTS = 3
 # A flush's transaction costs a commit (a WAL flush the connection waits for) and a fixed
 # round of statements whatever its size: at 1,000 rows that is about a fifth of its time.
@@ -121,7 +117,7 @@ class StagingWriter:
             return True
         try:
             await ping(self.pool, wait_s=2)
-        except DB_DOWN:
+        except POSTGRES_AWAY:
             return False
         self.degraded = False
         return True
@@ -214,7 +210,7 @@ class StagingWriter:
                             "(this worker stalled for a lease time); the tasks go again", lost)
             self.degraded = False
             await self._after_commit(batch)
-        except DB_DOWN as e:
+        except POSTGRES_AWAY as e:
             # Unknown or failed commit: the spool keeps it; replays are idempotent.
             self.degraded = True
             self.stats.errors.append(f"{type(e).__name__}: {e}"[:300])
@@ -240,7 +236,7 @@ class StagingWriter:
                     async with conn.transaction():
                         return await land(conn, self.owner, items,
                                           idempotent=idempotent)
-                except RETRYABLE as e:
+                except POSTGRES_BUSY as e:
                     if attempt == COMMIT_ATTEMPTS:
                         raise
                     log.info("staging: %s; landing the batch again", type(e).__name__)
