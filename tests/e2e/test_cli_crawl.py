@@ -9,7 +9,7 @@ import yaml
 from stratacrawl.services import Endpoints
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
-from tests.helpers import cli, processes_under
+from tests.support.processes import cli, processes_under
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import cli
+from tests.support.processes import cli
 
 pytestmark = pytest.mark.e2e
 

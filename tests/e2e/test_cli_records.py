@@ -21,7 +21,7 @@ from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
-from tests.helpers import cli, dump_dom, require_chromium, screenshot
+from tests.support.processes import cli, dump_dom, require_chromium, screenshot
 
 pytestmark = pytest.mark.e2e
 @pytest.fixture

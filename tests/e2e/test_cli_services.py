@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, processes_under
+from tests.support.processes import cli, processes_under
 
 pytestmark = pytest.mark.e2e
 

@@ -46,7 +46,7 @@ def test_sim_break_breaks_a_running_source_and_fix_mends_it(tmp_path: Path) -> N
     then fail (as a broken site's would) until `--fix`."""
     from stratacrawl.sim import SimulatorThread, build_specs
     from stratacrawl.sim.crawl_config import sources_document
-    from tests.helpers import cli
+    from tests.support.processes import cli
 
     specs = build_specs(2, 7, first_host=254)
     with SimulatorThread(specs):

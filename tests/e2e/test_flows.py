@@ -192,7 +192,7 @@ async def test_staging_load_drains_the_spool_a_staging_outage_left(
     from stratacrawl.cold.tasks import NewTask
     from stratacrawl.staging.spool import Spool
     from stratacrawl.urls import fingerprint
-    from tests.helpers import staged_fetches
+    from tests.support.processes import staged_fetches
 
     urls = [f"http://127.0.0.1:9/item/{i}" for i in range(4)]
     await comps.frontier.add([NewTask("s1", u, fingerprint(u)) for u in urls])
@@ -224,7 +224,7 @@ async def test_a_cancelled_fetch_run_leaves_nothing_fetching(
 
     from stratacrawl.sim import Behaviour, SimulatorThread
     from stratacrawl.sim.crawl_config import sources_document
-    from tests.integration.fetch.test_crawl import small_site
+    from tests.support.sites import small_site
 
     specs = small_site(2, 250, backlog=200,
                        behaviour=Behaviour(latency_median_ms=300.0, latency_sigma=0.3))
@@ -280,7 +280,7 @@ async def test_a_fetch_run_whose_source_fails_is_not_completed(
     from stratacrawl.services.embedded import free_port
     from stratacrawl.sim import SimulatorThread
     from stratacrawl.sim.crawl_config import sources_document
-    from tests.integration.fetch.test_crawl import small_site
+    from tests.support.sites import small_site
 
     specs = small_site(1, 252, backlog=20)
     gone = free_port()   # nothing listens there

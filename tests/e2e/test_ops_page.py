@@ -17,8 +17,8 @@ from stratacrawl.monitor.web import serve
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
-from tests.helpers import dump_dom, require_chromium
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.processes import dump_dom, require_chromium
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.e2e
 

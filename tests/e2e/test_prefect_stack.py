@@ -18,7 +18,7 @@ from flows.common import WARM_WRITER
 from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
 from stratacrawl.services.embedded import free_port
 from stratacrawl.stack import HEARTBEAT_S
-from tests.helpers import cli, processes_under
+from tests.support.processes import cli, processes_under
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile
 from stratacrawl.urls import canonicalize
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 
@@ -244,7 +244,7 @@ async def test_a_killed_clean_leaves_no_cleaner_behind(comps: Components, site, 
     for good), and a restart cleans the rest, every item once."""
     import yaml
 
-    from tests.helpers import tier_env
+    from tests.support.processes import tier_env
 
     st, specs = site
     path = tmp_path / "sources.yaml"

@@ -2,41 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import zstandard
 from aiohttp.test_utils import make_mocked_request
 
-from stratacrawl.crawl import CrawlReport, crawl
+from stratacrawl.crawl import crawl
 from stratacrawl.fetch.politeness import Politeness
-from stratacrawl.frontier.links import canonical_link
 from stratacrawl.monitor.web import OpsApp
-from stratacrawl.sim import Behaviour, SimulatorThread, build_specs
-from stratacrawl.sim.crawl_config import sources_document
+from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
-from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.wiring import Components
+from tests.support.sites import (
+    crawl_every_item,
+    small_site,
+    sources_for,
+    staged_items,
+    task_states,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def small_site(n: int, first_host: int, backlog: int = 40,
-               behaviour: Behaviour | None = None) -> list[SourceSpec]:
-    specs = build_specs(n, 11, first_host=first_host, behaviour=behaviour)
-    for s in specs:
-        s.backlog = backlog
-        s.publish_every_s = 3600.0  # a still site: the truth does not move during the test
-    return specs
-
-
-def sources_for(specs: list[SourceSpec], **overrides: Any) -> SourcesFile:
-    doc = sources_document(specs, rate=200.0, concurrency=4)
-    for entry in doc["sources"]:
-        entry.update(overrides)
-    return parse_sources(doc)
 
 
 @pytest.fixture
@@ -44,42 +29,6 @@ def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
     specs = small_site(3, 90)
     with SimulatorThread(specs) as st:
         yield st, specs
-
-
-async def staged_items(c: Components) -> dict[str, set[str]]:
-    """Canonical URLs of the item pages in staging, per source."""
-    out: dict[str, set[str]] = {}
-    dec = zstandard.ZstdDecompressor()
-    async with c.pool.connection() as conn:
-        cur = await conn.execute("SELECT source_id, content_type, body FROM staging "
-                                 "WHERE clean_state = 'new'")
-        for source_id, ctype, body in await cur.fetchall():
-            raw = dec.decompress(body)
-            url = json.loads(raw)["url"] if "json" in ctype else canonical_link(raw)
-            out.setdefault(source_id, set()).add(url)
-    return out
-
-
-async def task_states(c: Components) -> dict[str, tuple[str, str | None]]:
-    async with c.pool.connection() as conn:
-        cur = await conn.execute("SELECT url, state, last_error FROM tasks")
-        return {u: (s, e) for u, s, e in await cur.fetchall()}
-
-
-async def crawl_every_item(c: Components, st: SimulatorThread,
-                            specs: list[SourceSpec]) -> CrawlReport:
-    """Crawl the site until idle; every item of its ground truth staged, none twice."""
-    report = await crawl(c, sources_for(specs), until_idle=True, seconds=120, flush_s=0.5)
-    truth = st.sim.truth()
-    staged = await staged_items(c)
-    for spec in specs:
-        assert {it["url"] for it in truth[spec.id]} <= staged.get(spec.id, set()), spec.id
-    async with c.pool.connection() as conn:
-        dup = await (await conn.execute(
-            "SELECT count(*) - count(DISTINCT fetch_key) FROM staging")).fetchone()
-    assert dup == (0,)
-    assert report.writer is not None and report.writer.spooled == 0
-    return report
 
 
 async def test_crawl_stages_every_item_of_the_ground_truth(comps: Components, site) -> None:

@@ -25,8 +25,8 @@ from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.wiring import Components
-from tests.helpers import tier_env
-from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items
+from tests.support.processes import tier_env
+from tests.support.sites import small_site, sources_for, staged_items
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,8 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.wiring import Components, Runtime, open_components
-from tests.helpers import tier_env
-from tests.integration.fetch.test_crawl import small_site, sources_for, staged_items, task_states
+from tests.support.processes import tier_env
+from tests.support.sites import small_site, sources_for, staged_items, task_states
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

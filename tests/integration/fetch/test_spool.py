@@ -12,7 +12,7 @@ from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
-from tests.helpers import staged_fetches
+from tests.support.processes import staged_fetches
 
 pytestmark = pytest.mark.integration
 

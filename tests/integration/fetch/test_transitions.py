@@ -18,8 +18,8 @@ from stratacrawl.services.embedded import free_port, spawn_redis
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.wiring import Components
-from tests.helpers import tier_env
-from tests.integration.fetch.test_crawl import small_site, staged_items
+from tests.support.processes import tier_env
+from tests.support.sites import small_site, staged_items
 
 pytestmark = pytest.mark.integration
 
@@ -213,7 +213,7 @@ async def test_a_killed_run_is_taken_over_within_seconds(comps: Components,
     new run's start — not after its 15 s heartbeat went stale (the restarted crawl once
     fetched nothing for 14 s)."""
     from stratacrawl.crawl import crawl
-    from tests.integration.fetch.test_crawl import sources_for
+    from tests.support.sites import sources_for
 
     specs = small_site(2, 248, backlog=80,
                        behaviour=Behaviour(latency_median_ms=200.0, latency_sigma=0.3))

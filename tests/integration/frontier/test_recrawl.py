@@ -13,7 +13,7 @@ from stratacrawl.crawl import crawl
 from stratacrawl.frontier.recrawl import next_day
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from stratacrawl.crawl import crawl
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +111,7 @@ async def test_an_item_linked_only_under_a_variant_url_is_fetched(comps: Compone
     """No sitemap: the list pages are the only way to an item, some only under ?ref=N.
     The variant is queued under its rewritten fingerprint and must be fetched, not taken
     for a redundant copy of itself."""
-    from tests.integration.fetch.test_crawl import staged_items
+    from tests.support.sites import staged_items
 
     specs = small_site(1, 170, backlog=60)
     with SimulatorThread(specs) as st:

@@ -20,7 +20,7 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.tiers.sinking import write_back_access
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import crawl_every_item, small_site
+from tests.support.sites import crawl_every_item, small_site
 
 pytestmark = pytest.mark.integration
 

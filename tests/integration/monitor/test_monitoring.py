@@ -28,7 +28,7 @@ from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sources import AlertThresholds
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 

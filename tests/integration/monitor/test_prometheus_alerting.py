@@ -23,7 +23,7 @@ from stratacrawl.monitor.web import OpsApp
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(

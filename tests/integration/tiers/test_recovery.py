@@ -21,8 +21,8 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
-from tests.helpers import tier_env
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.processes import tier_env
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 

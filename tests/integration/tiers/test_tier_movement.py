@@ -20,7 +20,7 @@ from stratacrawl.tiers.sinking import expire_staging, sink
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.client import make_client
 from stratacrawl.wiring import Components
-from tests.integration.fetch.test_crawl import small_site, sources_for
+from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
 

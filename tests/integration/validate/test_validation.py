@@ -228,7 +228,7 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
     from stratacrawl.clean.cleaner import Cleaner
     from stratacrawl.crawl import crawl
     from stratacrawl.sim import SimulatorThread
-    from tests.integration.fetch.test_crawl import small_site, sources_for
+    from tests.support.sites import small_site, sources_for
 
     specs = small_site(1, 170, backlog=20)
     with SimulatorThread(specs):

@@ -1,4 +1,5 @@
-"""Helpers shared by tests: running the CLI as users do, finding leftover processes."""
+"""Helpers shared by tests: running the CLI as users do, finding leftover processes, a
+headless browser, staged fetches as the fetcher hands them over."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

@@ -1,0 +1,1 @@
+"""Helpers the test suites share (no tests here)."""
