@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 import uvloop
 
 from bench.figure import Figure, Size, sized
@@ -371,8 +372,10 @@ async def _mark_site_known(c: Components, urls: list[str]) -> None:
     await c.bloom.check_and_add([fp for fp, _, _ in rows])
 
 
-def _crawler_rss(rt: Runtime, backlog: int, step: int) -> tuple[float, int]:
-    """Peak RSS of a ``stratacrawl crawl`` of 2 simulated sources, until idle."""
+def _crawler_rss(rt: Runtime, backlog: int, step: int) -> tuple[float, int, float]:
+    """Peak RSS of a ``stratacrawl crawl`` of 2 simulated sources, until idle; pages it
+    staged; PostgreSQL WAL written meanwhile per page staged (the crawl's transactions,
+    page bodies included, plus whatever else ran: nothing else does here)."""
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         folder = Path(tmp)
         with simulated_site(2, 30 + step, first_host=190 + step, backlog=backlog,
@@ -392,16 +395,22 @@ def _crawler_rss(rt: Runtime, backlog: int, step: int) -> tuple[float, int]:
                 "crawl", "--sources", str(folder / "sources.yaml"), "--until-idle",
                 "--worker-id", f"bench-scale-{step}", "--json"],
                 rt.child_env(folder / "state"), folder / "crawl.log")
-            worker.start()
-            while worker.alive:
-                time.sleep(0.5)
-                worker.sample()
+            with psycopg.connect(rt.database_url, autocommit=True) as db:
+                start_lsn = db.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
+                worker.start()
+                while worker.alive:
+                    time.sleep(0.5)
+                    worker.sample()
+                wal = db.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
+                                 (start_lsn,)).fetchone()[0]  # type: ignore[index]
             final = worker.final or {}
-            return worker.usage.peak_rss_mb, int(final.get("landed", 0))
+            landed = int(final.get("landed", 0))
+            return worker.usage.peak_rss_mb, landed, float(wal) / max(landed, 1)
 
 
 @dataclass(frozen=True)
 class Plan:
+    size: Size
     known: int
     queued: int
     sources: int
@@ -445,7 +454,9 @@ async def _sink(rt: Runtime) -> tuple[int, float]:
 def measure(plan: Plan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every step's figures, and the whole run's (sinking, build time, baselines)."""
     capacity = max(plan.known, 1_000_000)
-    with bench_runtime("scale", bloom_capacity=capacity, es_refresh_interval="1s") as rt:
+    # Each size its own database and Redis DB: a quick look must not wipe a full run.
+    name = "scale" if plan.size == "full" else f"scale_{plan.size}"
+    with bench_runtime(name, bloom_capacity=capacity, es_refresh_interval="1s") as rt:
         import redis
 
         base_used = float(redis.Redis.from_url(rt.endpoints.redis_url).info("memory")["used_memory"])
@@ -463,7 +474,8 @@ def measure(plan: Plan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                                   cap=max(100, built.queued // 16)) for _ in range(2)]
             m["claims"], m["claims_first_round"] = rounds[1][0], rounds[0][0]
             m["double_claims"] = rounds[0][1] + rounds[1][1]
-            m["crawler_rss"], m["crawler_landed"] = _crawler_rss(rt, plan.site_backlog, step)
+            m["crawler_rss"], m["crawler_landed"], m["wal_per_page"] = _crawler_rss(
+                rt, plan.site_backlog, step)
             steps.append(m)
 
         async def tail() -> dict[str, Any]:
@@ -489,7 +501,7 @@ def run(size: Size = "full", *, known: int | None = None, queued: int | None = N
     if not (0 <= q <= k and s >= 1 and k >= 100):
         raise ValueError(f"need 100 <= known, 0 <= queued <= known, sources >= 1 "
                          f"(got known={k}, queued={q}, sources={s})")
-    plan = Plan(k, q, s, warm_urls=sized(size, smoke=1_000, quick=50_000, full=100_000),
+    plan = Plan(size, k, q, s, warm_urls=sized(size, smoke=1_000, quick=50_000, full=100_000),
                 dedup_checks=sized(size, smoke=2 * DEDUP_BATCH, quick=100_000, full=200_000),
                 singles=sized(size, smoke=200, quick=2_000, full=2_000),
                 discovery_pages=sized(size, smoke=5, quick=50, full=50),
@@ -508,7 +520,8 @@ def run(size: Size = "full", *, known: int | None = None, queued: int | None = N
                                              for share, x in zip(STEPS, steps, strict=True)}})
     yield Figure("scale", "crawler_rss_mb", last["crawler_rss"], "MB", extra={
         **sizes, "by_step": _by_step(steps, "crawler_rss", 1),
-        "pages_staged": last["crawler_landed"], "process": "stratacrawl crawl"})
+        "pages_staged": last["crawler_landed"], "process": "stratacrawl crawl",
+        "wal_bytes_per_page_by_step": _by_step(steps, "wal_per_page", 0)})
     first = steps[0]
     yield Figure("scale", "dedup_checks_per_s", last["dedup_rate"], "1/s", first["dedup_rate"],
                  "the same at 1 % of the frontier", extra={

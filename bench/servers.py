@@ -13,7 +13,7 @@ from stratacrawl.wiring import Components, Runtime, open_components
 
 BENCH_REDIS_DBS = {"dedup": 13, "frontier": 14, "fetch": 12, "tiers": 11, "recovery": 9, "clean": 8,
                    "validate": 7, "monitor": 6, "loadtest": 5, "prefect": 4, "efficiency": 3,
-                   "scale": 2}
+                   "scale": 2, "scale_quick": 1, "scale_smoke": 15}
 
 
 @contextlib.contextmanager
