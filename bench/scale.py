@@ -197,7 +197,7 @@ async def _restore_indexes(c: Components, built: Built) -> None:
 
 
 def _title(url: str) -> str:
-    """A page title of the usual length (~40 characters), from the URL's last part."""
+    """A page title of the usual length (~40 characters), made from the URL's path and host."""
     return f"{url.split('/', 3)[3][:30].title()} | {url.split('/')[2][4:14].title()}"
 
 
