@@ -56,7 +56,7 @@ async def _warm_sample(c: Components, n: int) -> None:
         await c.es.bulk(operations=ops)
 
 
-async def _baseline(redis: aioredis.Redis, n: int) -> tuple[float, float]:
+async def scrapy_redis_sadd(redis: aioredis.Redis, n: int) -> tuple[float, float]:
     key = "bench:scrapy_redis:dupefilter"
     await redis.delete(key)
     sha1 = [hashlib.sha1(f"b{i}".encode()).hexdigest() for i in range(n)]
@@ -93,7 +93,7 @@ async def _main(known: int, new: int, warm_docs: int) -> list[Figure]:
                 lat.append((time.perf_counter() - t) * 1000)
             p99 = float(np.percentile(lat, 99))
             bloom_bytes = await c.bloom.used_bytes()
-            base_rate, base_bytes = await _baseline(c.redis, min(new, 1_000_000))
+            base_rate, base_bytes = await scrapy_redis_sadd(c.redis, min(new, 1_000_000))
             base_lat = []
             for i in range(2000):
                 t = time.perf_counter()

@@ -46,7 +46,9 @@ async def _populate(c: Components, known: int, queued: int) -> None:
         # is timed here; marking them synced made it re-index all of them into warm).
 
 
-async def _floor(c: Components) -> float:
+async def stream_fingerprints_s(c: Components) -> float:
+    """Seconds to stream every URL fingerprint out of PostgreSQL: the floor any rebuild of
+    the Bloom filter from cold pays."""
     t0 = time.monotonic()
     async with (c.pool.connection() as conn, conn.transaction(),
                 conn.cursor(name="floor") as cur):
@@ -73,7 +75,7 @@ async def _measure(known: int, queued: int) -> dict[str, float]:
             t1 = time.monotonic()
             batch = await c.frontier.claim("s1", 10, "bench")
             claim_s = time.monotonic() - t1
-            floor = await _floor(c)
+            floor = await stream_fingerprints_s(c)
             steps = {s.name: round(s.seconds, 2) for s in report.steps}
             return {"resume": report.resumed_after_s + claim_s, "full": full, "floor": floor,
                     "claimed": len(batch.tasks), "populate_s": populate_s,

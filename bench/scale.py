@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import random
 import tempfile
 import time
@@ -45,8 +44,10 @@ import numpy as np
 import psycopg
 import uvloop
 
+from bench.dedup import fps, scrapy_redis_sadd
 from bench.figure import Figure, Size, sized
 from bench.frontier import claim_round
+from bench.recovery import stream_fingerprints_s
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.loadtest.processes import ChildProcess
@@ -259,10 +260,6 @@ def _known_sample(rng: random.Random, known: int, n: int, sources: int) -> list[
     return generate_at(picked, sources=sources, queued_share=0).fingerprints
 
 
-def _new_fps(tag: str, n: int) -> list[str]:
-    return [hashlib.blake2b(f"{tag}{i}".encode(), digest_size=16).hexdigest() for i in range(n)]
-
-
 async def _dedup(c: Components, known: int, sources: int, checks: int, singles: int,
                  step: int) -> tuple[float, float]:
     rng = random.Random(step)
@@ -270,14 +267,14 @@ async def _dedup(c: Components, known: int, sources: int, checks: int, singles: 
     batches = []
     for b in range(0, checks, DEDUP_BATCH):
         half = min(DEDUP_BATCH, checks - b) // 2
-        mixed = _known_sample(rng, known, half, sources) + _new_fps(f"n{step}-{b}-", half)
+        mixed = _known_sample(rng, known, half, sources) + fps(0, half, f"n{step}-{b}-")
         rng.shuffle(mixed)
         batches.append(mixed)
     t0 = time.perf_counter()
     for batch in batches:
         await c.dedup.check(batch)
     rate = sum(map(len, batches)) / (time.perf_counter() - t0)
-    mixed = _known_sample(rng, known, singles // 2, sources) + _new_fps(f"s{step}-", singles // 2)
+    mixed = _known_sample(rng, known, singles // 2, sources) + fps(0, singles // 2, f"s{step}-")
     rng.shuffle(mixed)
     lat = []
     for fp in mixed:
@@ -332,13 +329,7 @@ async def _recovery(c: Components) -> dict[str, Any]:
             await asyncio.sleep(0.01)
     report = await recovery
     full = time.monotonic() - t0
-    t2 = time.monotonic()
-    async with (c.pool.connection() as conn, conn.transaction(),
-                conn.cursor(name="floor") as cur):
-        await cur.execute("SELECT url_hash FROM url_state")
-        while await cur.fetchmany(100_000):
-            pass
-    floor = time.monotonic() - t2
+    floor = await stream_fingerprints_s(c)
     return {"resume": resume, "queues": report.resumed_after_s, "full": full, "floor": floor,
             "steps": {s.name: round(s.seconds, 2) for s in report.steps}}
 
@@ -349,17 +340,6 @@ async def _cold_bytes(c: Components) -> int:
             "SELECT pg_total_relation_size('url_state') + pg_total_relation_size('tasks')"
             )).fetchone()
     return int(row[0]) if row else 0
-
-
-async def _scrapy_redis_bytes(c: Components, n: int = 100_000) -> float:
-    """Bytes per member of a Redis SET of SHA-1 hex fingerprints (scrapy-redis' filter)."""
-    key = "bench:scale:scrapy_redis"
-    for start in range(0, n, 10_000):
-        await c.redis.sadd(key, *[hashlib.sha1(f"x{i}".encode()).hexdigest()
-                                  for i in range(start, start + 10_000)])
-    per = float(await c.redis.memory_usage(key, samples=0) or 0) / n
-    await c.redis.delete(key)
-    return per
 
 
 async def _mark_site_known(c: Components, urls: list[str]) -> None:
@@ -480,7 +460,7 @@ def measure(plan: Plan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
         async def tail() -> dict[str, Any]:
             async with bench_components(rt) as c:
-                per_member = await _scrapy_redis_bytes(c)
+                _, per_member = await scrapy_redis_sadd(c.redis, 100_000)
             deleted, seconds = await _sink(rt)
             return {"scrapy_redis_bytes": per_member, "sunk": deleted, "sink_s": seconds,
                     "build_s": built.seconds}

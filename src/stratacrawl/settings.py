@@ -121,14 +121,14 @@ class Settings(BaseSettings):
 
     def to_env(self) -> dict[str, str]:
         """The settings that differ from their defaults as ``STRATACRAWL_*`` variables:
-        what a child process needs to run with these very settings (``from the
-        environment`` reads them back)."""
+        what a child process needs to run with these very settings (its ``Settings()``
+        reads them back)."""
         out: dict[str, str] = {}
         for name, value in self.model_dump(exclude_defaults=True).items():
             if value is None:
                 continue
             text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            out[f"STRATACRAWL_{name.upper()}"] = text
+            out[f"{PREFIX}{name.upper()}"] = text
         return out
 
     @property

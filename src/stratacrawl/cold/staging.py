@@ -28,6 +28,7 @@ TYPES = ("timestamptz", "text", "text", "int8", "int4", "text", "text", "int4", 
          "bytea", "text", "int4", "float4", "text", "text", "text", "text", "timestamptz")
 _ZSTD = zstandard.ZstdCompressor(level=1)
 _UNZSTD = zstandard.ZstdDecompressor()
+_STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
 # How a staged body is stored (``staging.body_encoding``): each reader decodes by the
 # row's own value, so rows written in another codec stay readable.
 BODY_DECODERS: dict[str, Callable[[bytes], bytes]] = {"zstd": _UNZSTD.decompress,
@@ -42,7 +43,6 @@ def decode_body(body: bytes | None, encoding: str) -> bytes:
         return BODY_DECODERS[encoding](body)
     except KeyError:
         raise ValueError(f"staged body in unknown encoding {encoding!r}") from None
-_STATES = {s.value: s for s in TaskState}  # outcome states: members, or strings from the spool
 
 
 @dataclass
@@ -232,9 +232,8 @@ UndiscoveredRow = tuple[datetime, int, str, str, str | None, str | None, bytes |
 
 async def claim_undiscovered(conn: AsyncConnection, limit: int) -> list[UndiscoveredRow]:
     """(fetched_at, id, source, URL, final URL, content type, stored body, task id, body
-    encoding) of staged list
-    pages not yet discovered, oldest first, locked for this transaction (SKIP LOCKED: other
-    discoverers take the next ones)."""
+    encoding) of staged list pages not yet discovered, oldest first, locked for this
+    transaction (SKIP LOCKED: other discoverers take the next ones)."""
     cur = await conn.execute(
         "SELECT fetched_at, id, source_id, url, final_url, content_type, body, task_id, "
         f"body_encoding FROM staging WHERE discovered_at IS NULL AND kind IN ({LISTS_SQL}) "

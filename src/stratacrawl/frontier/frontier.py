@@ -46,7 +46,7 @@ class Frontier:
         self.hot = hot
         self.lease = lease
         self.refill_horizon = refill_horizon
-        self.window_budget = window_budget   # None: every source gets ``max_window``
+        self.window_budget = window_budget   # None: every source gets the hot queue's window
         self._refit_at = 0.0
         self._cursor: dict[str, ReadyCursor] = {}  # per source: where the last refill stopped
         self._drained: dict[str, float] = {}  # per source: the window held all ready work

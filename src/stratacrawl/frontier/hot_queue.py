@@ -34,7 +34,7 @@ class HotQueue:
     def __init__(self, *, redis: HotRedis, window: int = 2000) -> None:
         self.redis = redis
         self.window = window
-        self.share: int | None = None   # this source's part of a shared budget (frontier)
+        self.share: int | None = None   # each source's part of a shared budget (the frontier's)
         self._claim = script(redis, "claim")
         self._admit = script(redis, "admit")
 

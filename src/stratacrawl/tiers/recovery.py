@@ -36,8 +36,6 @@ from stratacrawl.warm.url_docs import docs_per_week
 BLOOM_CHUNK = 100_000
 # Sources whose windows are refilled at once (each a ledger read and a Redis write).
 REFILLS_AT_ONCE = 8
-
-
 # Batches a recovery re-indexes into warm itself (100,000 URLs); the rest of a refill
 # waits in the warm outbox for the demotion deployment.
 REFILL_BATCH = 5000
