@@ -18,11 +18,18 @@ servers it used (PostgreSQL, Redis, the Elasticsearch API, read from the OS), pe
 ``peer_wall_ratio`` = Scrapy's seconds ÷ Stratacrawl's (≥ 1: Stratacrawl is no slower);
 ``peer_cpu_ratio`` = Scrapy's CPU per 1,000 pages ÷ Stratacrawl's crawler plus servers;
 ``list_hop_ms_p50``: a list page's fetch → its links in the frontier (median).
+
+``--noise``: sites with real latency instead — 8 sources of ~600 items whose every answer
+takes ~1.6 s (log-normal, a slow tail) with a little 5xx and dropped connections, as
+real sites answer. There the crawl is bound by concurrency × latency (8 sources × 8
+requests in flight), so each crawler's seconds are also given as a share of that bound
+(``of_bound``: 1.0 = every slot busy from start to end).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -49,6 +56,13 @@ RATE = 500.0
 FULL = {"sources": 20, "backlog": 1500, "rounds": 2}
 QUICK = {"sources": 6, "backlog": 300, "rounds": 1}
 SMOKE = {"sources": 2, "backlog": 30, "rounds": 1}
+NOISY_FULL = {"sources": 8, "backlog": 600, "rounds": 2}
+NOISY_QUICK = {"sources": 4, "backlog": 150, "rounds": 1}
+NOISY_SMOKE = {"sources": 2, "backlog": 20, "rounds": 1}
+CONCURRENCY = 8
+# The simulator's noisy latency: log-normal, median 1.62 s, sigma 0.35 (mean = median ×
+# e^(sigma²/2)), one request in 500 ten times slower.
+NOISY_MEAN_LATENCY_S = 1.62 * math.exp(0.35 ** 2 / 2) * (1 + 0.002 * 9)
 TIMEOUT_S = 900
 
 
@@ -103,8 +117,9 @@ def _per_1k(cpu_s: float, pages: int) -> float:
     return cpu_s / max(pages, 1) * 1000
 
 
-def run(size: Size = "full") -> Iterator[Figure]:
-    shape = sized(size, smoke=SMOKE, quick=QUICK, full=FULL)
+def run(size: Size = "full", noise: bool = False) -> Iterator[Figure]:
+    shape = (sized(size, smoke=NOISY_SMOKE, quick=NOISY_QUICK, full=NOISY_FULL) if noise
+             else sized(size, smoke=SMOKE, quick=QUICK, full=FULL))
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
@@ -115,10 +130,10 @@ def run(size: Size = "full") -> Iterator[Figure]:
                 epoch = datetime.now(UTC).isoformat()   # a finite site: its backlog
                 with simulated_site(shape["sources"], 5, first_host=60, rate=RATE,
                                     backlog=shape["backlog"], oversized_rate=0.0,
-                                    write_to=sources_yaml, epoch=epoch):
+                                    write_to=sources_yaml, epoch=epoch, noise=noise):
                     fn = _stratacrawl if crawler == "stratacrawl" else _scrapy
                     into.append(fn(round_, folder, sources_yaml))
-    yield from _figures(ours, theirs, shape["sources"])
+    yield from _figures(ours, theirs, shape["sources"], noise)
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -126,7 +141,7 @@ def _median(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def _figures(ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
-             sources: int) -> Iterator[Figure]:
+             sources: int, noise: bool) -> Iterator[Figure]:
     our_s, their_s = _median(ours, "seconds"), _median(theirs, "seconds")
     our_cpu = statistics.median(_per_1k(r["cpu_s"], r["pages"]) for r in ours)
     server_cpu = {name: statistics.median(_per_1k(r["servers_cpu_s"].get(name, 0.0), r["pages"])
@@ -138,7 +153,14 @@ def _figures(ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
                  "pages_per_s": round(r["pages"] / r["seconds"], 1)} for r in runs]
 
     rows = {"stratacrawl": with_rates(ours), "scrapy": with_rates(theirs)}
-    common = {"sources": sources, "rate": RATE, "concurrency": 8, "runs": rows}
+    common = {"sources": sources, "rate": RATE, "concurrency": CONCURRENCY,
+              "sites": "noisy" if noise else "quiet", "runs": rows}
+    if noise:
+        # Every page costs one latency in one of sources × concurrency slots.
+        bound_s = _median(theirs, "pages") * NOISY_MEAN_LATENCY_S / (sources * CONCURRENCY)
+        common["bound_s"] = round(bound_s, 1)
+        common["of_bound"] = {"stratacrawl": round(bound_s / our_s, 3),
+                              "scrapy": round(bound_s / their_s, 3)}
     yield Figure("peers", "peer_wall_ratio", their_s / our_s, "x", extra={
         "stratacrawl_s": round(our_s, 1), "scrapy_s": round(their_s, 1),
         "stratacrawl_pages_per_s": round(_median(ours, "pages") / our_s, 1),

@@ -22,19 +22,22 @@ EPOCH = "2026-11-30T00:00:00+00:00"
 @contextlib.contextmanager
 def simulated_site(n: int, seed: int, *, first_host: int, backlog: int,
                    oversized_rate: float | None = None, write_to: Path | None = None,
-                   epoch: str = EPOCH, rate: float = 2000.0,
+                   epoch: str = EPOCH, rate: float = 2000.0, noise: bool = False,
                    ) -> Iterator[tuple[SimulatorProcess, SourcesFile]]:
     """``oversized_rate``: share of 1-5 MB item pages (the simulator's default if None);
     ``write_to``: also write the sources file there (for a ``stratacrawl crawl`` child);
     ``epoch``: the sites' start (items keep appearing after it: an epoch of now gives a
     site of ``backlog`` items that a crawl can finish); ``rate``: each source's requests/s
-    in the sources file."""
-    extra = ("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()
+    in the sources file; ``noise``: sites with real latency (~1.6 s median) and a little
+    5xx and resets."""
+    extra = (("--oversized-rate", str(oversized_rate)) if oversized_rate is not None else ()) \
+        + (("--noise",) if noise else ())
     with SimulatorProcess("--sources", str(n), "--seed", str(seed), "--epoch", epoch,
                           "--first-host", str(first_host), "--backlog", str(backlog),
                           *extra) as sim:
         specs = build_specs(n, seed, epoch=datetime.fromisoformat(epoch), first_host=first_host,
-                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources])
+                            ports=[int(s["url"].rsplit(":", 1)[1]) for s in sim.sources],
+                            noise=noise)
         for spec in specs:
             spec.backlog = backlog
         document = sources_document(specs, rate=rate, concurrency=8)

@@ -27,7 +27,9 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
                                      "emitted, the values meaningless (what CI runs)."),
           known: int | None = typer.Option(None, min=100, help="Known URLs (bench scale)."),
           queued: int | None = typer.Option(None, min=0, help="Queued tasks (bench scale)."),
-          sources: int | None = typer.Option(None, min=1, help="Sources (bench scale).")) -> None:
+          sources: int | None = typer.Option(None, min=1, help="Sources (bench scale)."),
+          noise: bool = typer.Option(False, help="Sites with real latency (~1.6 s) and a "
+                                     "little 5xx (bench peers).")) -> None:
     """Run a benchmark against real servers; prints figure, baseline and ratio."""
     try:
         root = _bench_root()
@@ -39,8 +41,11 @@ def bench(name: str = typer.Argument(..., help="Benchmark name, e.g. sim, dedup,
     except ModuleNotFoundError:
         names = sorted(p.stem for p in (root / "bench").glob("*.py") if not p.stem.startswith("_"))
         bad_input(f"no benchmark {name!r}; have: {', '.join(names)}")
-    sizes = {k: v for k, v in (("known", known), ("queued", queued), ("sources", sources))
-             if v is not None}
+    sizes: dict[str, int | bool] = {
+        k: v for k, v in (("known", known), ("queued", queued), ("sources", sources))
+        if v is not None}
+    if noise:
+        sizes["noise"] = True
     accepted = inspect.signature(module.run).parameters
     if unknown := [f"--{k}" for k in sizes if k not in accepted]:
         bad_input(f"bench {name} takes no {', '.join(unknown)}")

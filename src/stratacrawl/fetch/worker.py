@@ -1,9 +1,16 @@
-"""A fetch worker: batches of one source, serial within a batch, concurrent across batches.
+"""A fetch worker: batches of one source, each fetched in lanes, concurrent across batches.
 
-Each batch holds one of its source's cluster-wide concurrency slots; every request waits
-its turn on the source's shared pace. Results become ledger outcomes (the retry rules of
-``fetch/classify.py``) and staging rows, handed to the staging writer; a batch with more
-than half its tasks failed goes to the level-2 delay queue (15 minutes).
+A request in flight holds one of its source's cluster-wide concurrency slots: a batch
+starts with one slot and takes as many more as the source has free (up to one per task),
+each a lane that fetches the batch's next task until none is left, then gives its slot
+back at once — a batch waiting on its slowest request holds one slot, not all of them.
+Every request waits its turn on the source's shared pace. Claims are sized so a batch lasts
+about ``BATCH_S`` at the source's latency: on a site answering in 2 s a batch is a few
+tasks per lane (what is due next is looked at again soon: a list page found meanwhile is
+not queued behind a hundred items), on a fast one the source's whole ``batch_size``.
+Results become ledger outcomes (the retry rules of ``fetch/classify.py``) and staging
+rows, handed to the staging writer; a batch with more than half its tasks failed goes to
+the level-2 delay queue (15 minutes).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import logging
 import random
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +48,7 @@ from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
 from stratacrawl.frontier.scheduler import Heartbeat, Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.hot.url_state import HotURL, HotURLState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
@@ -58,6 +65,9 @@ CLAIMS_AT_ONCE = 32
 # Worker weights and source order are re-read this often (200 sources: one 200-command
 # pipeline), not on every batch that finishes.
 PLAN_EVERY_S = 0.5
+BATCH_S = 2.0   # a claim is sized to last about this long at its source's latency
+GROW_EVERY_S = 0.5   # how often a batch with tasks waiting looks for more free slots
+LATENCY_WEIGHT = 0.2  # each answer's weight in its source's latency (moving average)
 
 
 @dataclass
@@ -130,6 +140,7 @@ class FetchWorker:
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
         self._slots: dict[str, str] = {}  # slot holder → its source (renewed by the keeper)
+        self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = LiveMetrics(redis=redis) if monitoring else None
 
     # -- sessions (fetch/sessions.py) ---------------------------------------------------------
@@ -162,7 +173,7 @@ class FetchWorker:
                     return
                 await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
                 client = await self.client_for(source)
-                await self._fetch_all(source, batch, client, results, staged, news)
+                await self._fetch_all(source, batch, client, holder, results, staged, news)
             except TIER_DOWN as e:  # our tier, not the site: what was fetched lands
                 self.outage.failed(e)
                 await self._hand_over(source, batch, results, staged, news, stats,
@@ -238,46 +249,107 @@ class FetchWorker:
                 log.warning("fetch: live metrics not recorded: %s", e)
 
     async def _fetch_all(self, source: Source, batch: Batch, client: SourceClient,
-                         results: list[tuple[ClaimedTask, FetchResult]],
+                         holder: str, results: list[tuple[ClaimedTask, FetchResult]],
                          staged: list[StagedFetch], news: dict[int, bool]) -> None:
-        """Fetch the batch's tasks one after the other (conditionally, with the validators
-        hot holds) until done or the worker stops; into ``results`` and ``staged`` each
-        fetch and its staging row, into ``news`` whether each list page whose links the hop
-        put in the frontier showed news (task id → bool)."""
+        """Fetch the batch's tasks (conditionally, with the validators hot holds) in as many
+        lanes as the source has free slots, until done or the worker stops; into
+        ``results`` and ``staged`` each fetch and its staging row, into ``news`` whether
+        each list page whose links the hop put in the frontier showed news (task id →
+        bool). A lane with nothing left gives its slot back at once (``holder``, the
+        batch's own, is released by the caller)."""
         validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
-        for task, hot in zip(batch.tasks, validators, strict=True):
-            if self.stopping:
-                break
-            v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
-            result = await self.fetcher.fetch(client, source, task.url,
-                                              {k: x for k, x in v.items() if x},
-                                              trace_id=task.trace_id)
-            fetched = self.last_fetch_at = time.monotonic()
-            self.latency.add(result.elapsed_ms)
-            if self.on_result:
-                self.on_result(source.id, result)
-            content_hash = (hashlib.blake2b(result.body, digest_size=16).hexdigest()
-                            if result.body else None)
-            same = changed(task.content_hash, result.status, content_hash) is False
-            page = None
-            if self.hop is not None and to_discover(result.verdict.success, task.kind,
-                                                    result.body, same):
-                page = await self.hop(source, task, result, fetched)
-                if page is not None:
-                    news[task.id] = page.news
-                    if page.queued or page.requeued:  # new work: claim it now, not in 1 s
-                        self._skip_until.pop(source.id, None)
-                        self._wake.set()
-            item = self._staged(task, result, source, content_hash, same,
-                                discovered=page is not None)  # compressed from here
-            results.append((task, result))  # together: a cancelled batch lands what it holds
-            staged.append(item)
-            if content_hash and result.status == 200 and source.url_rules.learn:
-                self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url)
-            result.release_body()
-            if result.verdict.reason == "source-held":  # Retry-After: skip it till then
-                self._skip_until[source.id] = time.monotonic() + (
-                    result.verdict.retry_after_s or 0.0)
+        todo = deque(zip(batch.tasks, validators, strict=True))
+        lanes: set[asyncio.Task[None]] = set()
+        failed: list[BaseException] = []
+        grow_at = 0.0
+
+        async def grow() -> None:
+            """More lanes while tasks wait and the source has free slots (looked at on
+            start and then at most every ``GROW_EVERY_S``: a full source costs little)."""
+            nonlocal grow_at
+            wanted = min(len(todo), source.concurrency) - len(lanes)
+            if wanted <= 0 or time.monotonic() < grow_at:
+                return
+            grow_at = time.monotonic() + GROW_EVERY_S
+            for extra in await self._extra_lanes(source, batch, wanted):
+                lanes.add(asyncio.create_task(lane(extra)))
+
+        async def lane(lane_holder: str) -> None:
+            try:
+                while todo and not self.stopping and not failed:
+                    task, hot = todo.popleft()
+                    await self._fetch_one(source, client, task, hot, results, staged, news)
+                    await grow()
+            except Exception as e:  # the others stop taking tasks; raised below
+                failed.append(e)
+            finally:
+                if lane_holder != holder:  # the batch's own slot is released by run_batch
+                    self._slots.pop(lane_holder, None)
+                    self._wake.set()   # a slot of this source is free: claim more
+                    with contextlib.suppress(*TIER_DOWN):  # else it expires (SLOT_TTL_S)
+                        await self.politeness.release_slot(source.id, lane_holder)
+
+        lanes.add(asyncio.create_task(lane(holder)))
+        try:
+            await grow()
+            while lanes:
+                done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_COMPLETED)
+                lanes.difference_update(done)
+        finally:  # cancelled (the drain time is up): the lanes with it
+            for running in lanes:
+                running.cancel()
+            await asyncio.gather(*lanes, return_exceptions=True)
+        if failed:
+            raise failed[0]
+
+    async def _extra_lanes(self, source: Source, batch: Batch, wanted: int) -> list[str]:
+        """Holders of up to ``wanted`` more slots of the source (one script call): as many
+        as it has free now."""
+        holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"
+                   for _ in range(wanted)]
+        taken = holders[:await self.politeness.renew_slots(source.id, holders,
+                                                           source.concurrency)]
+        for h in taken:
+            self._slots[h] = source.id
+        return taken
+
+    async def _fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
+                         hot: HotURL | None, results: list[tuple[ClaimedTask, FetchResult]],
+                         staged: list[StagedFetch], news: dict[int, bool]) -> None:
+        """Fetch one task (a conditional request when ``hot`` has validators); its result
+        and staging row into ``results`` and ``staged``."""
+        v = {"etag": hot.etag, "last_modified": hot.last_modified} if hot else {}
+        result = await self.fetcher.fetch(client, source, task.url,
+                                          {k: x for k, x in v.items() if x},
+                                          trace_id=task.trace_id)
+        fetched = self.last_fetch_at = time.monotonic()
+        self.latency.add(result.elapsed_ms)
+        last = self._latency_ms.get(source.id, result.elapsed_ms)
+        self._latency_ms[source.id] = last + LATENCY_WEIGHT * (result.elapsed_ms - last)
+        if self.on_result:
+            self.on_result(source.id, result)
+        content_hash = (hashlib.blake2b(result.body, digest_size=16).hexdigest()
+                        if result.body else None)
+        same = changed(task.content_hash, result.status, content_hash) is False
+        page = None
+        if self.hop is not None and to_discover(result.verdict.success, task.kind,
+                                                result.body, same):
+            page = await self.hop(source, task, result, fetched)
+            if page is not None:
+                news[task.id] = page.news
+                if page.queued or page.requeued:  # new work: claim it now, not in 1 s
+                    self._skip_until.pop(source.id, None)
+                    self._wake.set()
+        item = self._staged(task, result, source, content_hash, same,
+                            discovered=page is not None)  # compressed from here
+        results.append((task, result))  # together: a cancelled batch lands what it holds
+        staged.append(item)
+        if content_hash and result.status == 200 and source.url_rules.learn:
+            self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url)
+        result.release_body()
+        if result.verdict.reason == "source-held":  # Retry-After: skip it till then
+            self._skip_until[source.id] = time.monotonic() + (
+                result.verdict.retry_after_s or 0.0)
 
     async def _drop_redundant(self, source: Source, batch: Batch,
                               stats: SourceStats) -> list[ClaimedTask]:
@@ -396,7 +468,7 @@ class FetchWorker:
             self._order = await self.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
-        running = Counter(self.active.values())
+        running = Counter(self._slots.values())   # requests in flight, by source
         wanted: list[Source] = []
         for source_id in self._order:
             if len(self.active) + len(wanted) >= allowance or self.writer.degraded:
@@ -435,16 +507,29 @@ class FetchWorker:
         holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
         if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
             return None
+        self._slots[holder] = source.id
         try:
-            batch = await self.frontier.claim(source.id, source.batch_size, self.run_id)
+            batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
         except BaseException:
+            self._slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
             raise
         if not batch.tasks:
+            self._slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
             self._skip_until[source.id] = now + 1.0
             return None
         return source, batch, holder
+
+    def _claim_size(self, source: Source) -> int:
+        """Tasks to claim for ``source``: what its lanes fetch in about ``BATCH_S`` at
+        its latency so far (its ``batch_size`` at most; one per lane before the first
+        answer)."""
+        latency_ms = self._latency_ms.get(source.id)
+        if latency_ms is None:
+            return min(source.batch_size, source.concurrency)
+        per_lane = max(1, round(BATCH_S * 1000 / max(latency_ms, 1.0)))
+        return min(source.batch_size, per_lane * source.concurrency)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         self._finished.append(task)
