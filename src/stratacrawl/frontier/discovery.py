@@ -62,6 +62,15 @@ def classify(source: Source, url: str) -> str | None:
     return None
 
 
+def priority_of(source: Source, kind: str) -> int:
+    """A new task's priority: the source's for items, one more for the pages that lead to
+    items (seeds, lists, sitemaps). A list page found while a hundred items wait is
+    fetched next, not after them: on a site answering in seconds, the chain of list
+    pages is what keeps the queue full, and walking it late leaves slots idle at the end.
+    Urgent submissions stay ahead of both."""
+    return source.priority if kind == "item" else min(source.priority + 1, URGENT - 1)
+
+
 class Discovery:
     def __init__(self, *, frontier: Frontier, dedup: Dedup, rules: UrlRules | None = None) -> None:
         self.frontier = frontier
@@ -140,7 +149,7 @@ class Discovery:
         since = time.time() - fresh_s
         fresh, stale = [], []
         for (url, fp, kind), verdict in zip(candidates, verdicts, strict=True):
-            task = NewTask(source.id, url, fp, kind, source.priority, depth=depth,
+            task = NewTask(source.id, url, fp, kind, priority_of(source, kind), depth=depth,
                            trace_id=trace_id)
             if verdict is Seen.NEW:
                 fresh.append(task)
@@ -162,7 +171,8 @@ class Discovery:
                                    rules=await self._rules_of(source))
         await self.dedup.bloom.check_and_add([fp for _, fp, _ in candidates])
         stats.queued = await self.frontier.add(
-            [NewTask(source.id, url, fp, "seed", source.priority) for url, fp, _ in candidates])
+            [NewTask(source.id, url, fp, "seed", priority_of(source, "seed"))
+             for url, fp, _ in candidates])
         stats.requeued = await self.frontier.ledger.rearm(source.id, source.cadence_td)
         return stats
 
