@@ -21,7 +21,7 @@ servers it used (PostgreSQL, Redis, the Elasticsearch API, read from the OS), pe
 
 ``--noise``: sites with real latency instead — 8 sources of ~600 items whose every answer
 takes ~1.6 s (log-normal, a slow tail) with a little 5xx and dropped connections, as
-real sites answer. There the crawl is bound by concurrency × latency (8 sources × 8
+real sites answer. There the crawl is bound by concurrency x latency (8 sources x 8
 requests in flight), so each crawler's seconds are also given as a share of that bound
 (``of_bound``: 1.0 = every slot busy from start to end).
 """
@@ -60,7 +60,7 @@ NOISY_FULL = {"sources": 8, "backlog": 600, "rounds": 2}
 NOISY_QUICK = {"sources": 4, "backlog": 150, "rounds": 1}
 NOISY_SMOKE = {"sources": 2, "backlog": 20, "rounds": 1}
 CONCURRENCY = 8
-# The simulator's noisy latency: log-normal, median 1.62 s, sigma 0.35 (mean = median ×
+# The simulator's noisy latency: log-normal, median 1.62 s, sigma 0.35 (mean = median *
 # e^(sigma²/2)), one request in 500 ten times slower.
 NOISY_MEAN_LATENCY_S = 1.62 * math.exp(0.35 ** 2 / 2) * (1 + 0.002 * 9)
 TIMEOUT_S = 900
@@ -156,7 +156,7 @@ def _figures(ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
     common = {"sources": sources, "rate": RATE, "concurrency": CONCURRENCY,
               "sites": "noisy" if noise else "quiet", "runs": rows}
     if noise:
-        # Every page costs one latency in one of sources × concurrency slots.
+        # Every page costs one latency in one of sources x concurrency slots.
         bound_s = _median(theirs, "pages") * NOISY_MEAN_LATENCY_S / (sources * CONCURRENCY)
         common["bound_s"] = round(bound_s, 1)
         common["of_bound"] = {"stratacrawl": round(bound_s / our_s, 3),

@@ -42,7 +42,7 @@ async def with_json_progress(run: Coroutine[Any, Any, CrawlReport],
         w = report.writer
         emit({"t": round(time.monotonic() - t0, 2), "fetched": report.fetched,
               "landed": w.landed if w else 0, "spooled": w.spooled if w else 0,
-              "queued": report.discovery.queued, "in_flight": len(report.active),
+              "queued": report.discovery.queued, "in_flight": len(report.in_flight),
               "loop_lag_ms": round(lag_s * 1000, 1),
               "throttled": {k: {"rate": round(r, 3), "held_s": round(h, 1)}
                             for k, (r, h) in report.throttled.items()}})

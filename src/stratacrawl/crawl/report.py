@@ -26,7 +26,7 @@ class CrawlReport:
     # list pages: end of the fetch → their links in the frontier
     hops: LatencyHistogram = field(default_factory=LatencyHistogram)
     tail_s: float | None = None   # from the run's last fetch to its end
-    active: dict[Any, str] = field(default_factory=dict)  # the worker's running batches
+    in_flight: dict[str, str] = field(default_factory=dict)  # the worker's requests: slot → source
     # sources 429s slowed down: id -> (effective rate, seconds still held by Retry-After)
     throttled: dict[str, tuple[float, float]] = field(default_factory=dict)
 

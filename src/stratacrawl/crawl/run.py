@@ -174,7 +174,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             report.hops = worker.hop.hops
         report.sources = worker.stats
         report.latency = worker.latency
-        report.active = worker.active
+        report.in_flight = worker.slots
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
         run = CrawlRun(comps, sources, writer, run_id, report, progress)

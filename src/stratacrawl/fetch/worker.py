@@ -139,7 +139,8 @@ class FetchWorker:
         self._order: list[str] = []
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
-        self._slots: dict[str, str] = {}  # slot holder → its source (renewed by the keeper)
+        # slot holder → its source: one per request in flight (renewed by the keeper)
+        self.slots: dict[str, str] = {}
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = LiveMetrics(redis=redis) if monitoring else None
 
@@ -160,7 +161,7 @@ class FetchWorker:
         if holder is None:
             holder = f"{self.run_id}:{batch.batch_id}"
             await self.politeness.acquire_slot(source.id, holder, source.concurrency)
-        self._slots[holder] = source.id
+        self.slots[holder] = source.id
         stats = self.stats.setdefault(source.id, SourceStats())
         results: list[tuple[ClaimedTask, FetchResult]] = []
         staged: list[StagedFetch] = []
@@ -184,7 +185,7 @@ class FetchWorker:
             else:
                 await self._hand_over(source, batch, results, staged, news, stats, "stopped")
         finally:
-            self._slots.pop(holder, None)
+            self.slots.pop(holder, None)
             with contextlib.suppress(*TIER_DOWN):  # unreleased, it expires (SLOT_TTL_S)
                 await self.politeness.release_slot(source.id, holder)
 
@@ -258,59 +259,22 @@ class FetchWorker:
         bool). A lane with nothing left gives its slot back at once (``holder``, the
         batch's own, is released by the caller)."""
         validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
-        todo = deque(zip(batch.tasks, validators, strict=True))
-        lanes: set[asyncio.Task[None]] = set()
-        failed: list[BaseException] = []
-        grow_at = 0.0
-
-        async def grow() -> None:
-            """More lanes while tasks wait and the source has free slots (looked at on
-            start and then at most every ``GROW_EVERY_S``: a full source costs little)."""
-            nonlocal grow_at
-            wanted = min(len(todo), source.concurrency) - len(lanes)
-            if wanted <= 0 or time.monotonic() < grow_at:
-                return
-            grow_at = time.monotonic() + GROW_EVERY_S
-            for extra in await self._extra_lanes(source, batch, wanted):
-                lanes.add(asyncio.create_task(lane(extra)))
-
-        async def lane(lane_holder: str) -> None:
-            try:
-                while todo and not self.stopping and not failed:
-                    task, hot = todo.popleft()
-                    await self._fetch_one(source, client, task, hot, results, staged, news)
-                    await grow()
-            except Exception as e:  # the others stop taking tasks; raised below
-                failed.append(e)
-            finally:
-                if lane_holder != holder:  # the batch's own slot is released by run_batch
-                    self._slots.pop(lane_holder, None)
-                    self._wake.set()   # a slot of this source is free: claim more
-                    with contextlib.suppress(*TIER_DOWN):  # else it expires (SLOT_TTL_S)
-                        await self.politeness.release_slot(source.id, lane_holder)
-
-        lanes.add(asyncio.create_task(lane(holder)))
-        try:
-            await grow()
-            while lanes:
-                done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_COMPLETED)
-                lanes.difference_update(done)
-        finally:  # cancelled (the drain time is up): the lanes with it
-            for running in lanes:
-                running.cancel()
-            await asyncio.gather(*lanes, return_exceptions=True)
-        if failed:
-            raise failed[0]
+        lanes = _Lanes(self, source, batch, client, holder,
+                       deque(zip(batch.tasks, validators, strict=True)), results, staged, news)
+        await lanes.run()
 
     async def _extra_lanes(self, source: Source, batch: Batch, wanted: int) -> list[str]:
         """Holders of up to ``wanted`` more slots of the source (one script call): as many
-        as it has free now."""
+        as it has free now, within the worker's allowance of requests in flight."""
+        wanted = min(wanted, self._allowance - len(self.slots))  # the worker's in flight
+        if wanted <= 0:
+            return []
         holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"
                    for _ in range(wanted)]
         taken = holders[:await self.politeness.renew_slots(source.id, holders,
                                                            source.concurrency)]
         for h in taken:
-            self._slots[h] = source.id
+            self.slots[h] = source.id
         return taken
 
     async def _fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
@@ -415,7 +379,7 @@ class FetchWorker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=SLOT_RENEW_S)
             by_source: dict[str, list[str]] = {}
-            for holder, source_id in list(self._slots.items()):
+            for holder, source_id in list(self.slots.items()):
                 by_source.setdefault(source_id, []).append(holder)
             try:
                 await asyncio.gather(*(self.politeness.renew_slots(
@@ -454,13 +418,14 @@ class FetchWorker:
         lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
         await self.scheduler.beat(Heartbeat(
             worker=self.run_id, depth=len(self.active) + self.writer.pending // 100,
-            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.active)))
+            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.slots)))
 
     async def _start_batches(self) -> int:
-        """Claim a batch for every source with room (best first, up to the allowance) and
-        start them. Claims run side by side, ``CLAIMS_AT_ONCE`` at a time: with slow sources
-        thousands of batches are in flight and a claim is a few round trips, so claiming
-        one source after the other would be what limits throughput."""
+        """Claim a batch for every source with room (best first, while the worker's requests
+        in flight — the slots it holds — are below its allowance) and start them. Claims
+        run side by side, ``CLAIMS_AT_ONCE`` at a time: with slow sources thousands of
+        batches are in flight and a claim is a few round trips, so claiming one source
+        after the other would be what limits throughput."""
         now = time.monotonic()
         if now >= self._plan_until:  # weights and source order: not on every wake-up
             self._allowance = min(self.max_batches,
@@ -468,10 +433,10 @@ class FetchWorker:
             self._order = await self.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
-        running = Counter(self._slots.values())   # requests in flight, by source
+        running = Counter(self.slots.values())   # requests in flight, by source
         wanted: list[Source] = []
         for source_id in self._order:
-            if len(self.active) + len(wanted) >= allowance or self.writer.degraded:
+            if len(self.slots) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
             if running[source_id] >= source.concurrency or self._skip_until.get(source_id,
@@ -507,15 +472,15 @@ class FetchWorker:
         holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
         if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
             return None
-        self._slots[holder] = source.id
+        self.slots[holder] = source.id
         try:
             batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
         except BaseException:
-            self._slots.pop(holder, None)
+            self.slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
             raise
         if not batch.tasks:
-            self._slots.pop(holder, None)
+            self.slots.pop(holder, None)
             await self.politeness.release_slot(source.id, holder)
             self._skip_until[source.id] = now + 1.0
             return None
@@ -608,3 +573,64 @@ class FetchWorker:
             task.cancel()
         await asyncio.gather(*self.active, return_exceptions=True)
         self.active.clear()
+
+
+class _Lanes:
+    """One batch's lanes: each holds a slot of the source and fetches the batch's next
+    task until none is left. (A class, not closures: closures that start each other form
+    a reference cycle, and a cycle holding a batch's staged pages waits for the cyclic
+    collector — a crawl's memory grew by its pages' bodies.)"""
+
+    def __init__(self, worker: FetchWorker, source: Source, batch: Batch,
+                 client: SourceClient, holder: str,
+                 todo: deque[tuple[ClaimedTask, HotURL | None]],
+                 results: list[tuple[ClaimedTask, FetchResult]],
+                 staged: list[StagedFetch], news: dict[int, bool]) -> None:
+        self.worker, self.source, self.batch, self.client = worker, source, batch, client
+        self.holder = holder   # the batch's own slot: released by run_batch
+        self.todo, self.results, self.staged, self.news = todo, results, staged, news
+        self.running: set[asyncio.Task[None]] = set()
+        self.failed: list[Exception] = []
+        self.grow_at = 0.0
+
+    async def run(self) -> None:
+        self.running.add(asyncio.create_task(self.lane(self.holder)))
+        try:
+            await self.grow()
+            while self.running:
+                done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+                self.running.difference_update(done)
+        finally:  # cancelled (the drain time is up): the lanes with it
+            for lane in self.running:
+                lane.cancel()
+            await asyncio.gather(*self.running, return_exceptions=True)
+            self.running.clear()
+        if self.failed:
+            raise self.failed[0]
+
+    async def grow(self) -> None:
+        """More lanes while tasks wait and the source has free slots (looked at on start
+        and then at most every ``GROW_EVERY_S``: a full source costs little)."""
+        wanted = min(len(self.todo), self.source.concurrency) - len(self.running)
+        if wanted <= 0 or time.monotonic() < self.grow_at:
+            return
+        self.grow_at = time.monotonic() + GROW_EVERY_S
+        for extra in await self.worker._extra_lanes(self.source, self.batch, wanted):
+            self.running.add(asyncio.create_task(self.lane(extra)))
+
+    async def lane(self, holder: str) -> None:
+        w = self.worker
+        try:
+            while self.todo and not w.stopping and not self.failed:
+                task, hot = self.todo.popleft()
+                await w._fetch_one(self.source, self.client, task, hot, self.results,
+                                   self.staged, self.news)
+                await self.grow()
+        except Exception as e:  # the other lanes stop taking tasks; raised by run()
+            self.failed.append(e)
+        finally:
+            if holder != self.holder:
+                w.slots.pop(holder, None)
+                w._wake.set()   # a slot of this source is free: claim more
+                with contextlib.suppress(*TIER_DOWN):  # else it expires (SLOT_TTL_S)
+                    await w.politeness.release_slot(self.source.id, holder)

@@ -184,3 +184,15 @@ async def test_known_items_fetched_lately_are_fresh_news_on_a_page(comps: Compon
     page = await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", links,
                                           fresh_s=60)
     assert (page.queued, page.known, page.fresh) == (0, 3, 1)
+
+
+async def test_a_list_page_found_behind_queued_items_is_claimed_before_them(
+        comps: Components) -> None:
+    await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1",
+                                   [f"/item/{i}" for i in range(30)])
+    # The next list page turns up after thirty items are queued: it leads to more work,
+    # so it goes first.
+    await comps.discovery.discover(SOURCE, "http://127.0.0.1:9/list/1", ["/list/2"])
+    batch = await comps.frontier.claim(SOURCE.id, 2, "w1")
+    assert batch.tasks[0].url == "http://127.0.0.1:9/list/2"
+    assert batch.tasks[1].kind == "item"

@@ -1,0 +1,91 @@
+"""A batch's lanes: on a site that answers slowly, every concurrency slot of the source is
+busy (never more), and each lane gives its slot back when it has nothing left."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from stratacrawl.cold.staging import StagedFetch
+from stratacrawl.crawl import crawl
+from stratacrawl.hot import keys as hot_keys
+from stratacrawl.sources import parse_sources
+from stratacrawl.wiring import Components
+
+pytestmark = pytest.mark.integration
+
+ITEMS = 24
+CONCURRENCY = 4
+
+
+@dataclass
+class SlowSite:
+    base: str = ""
+    in_flight: int = 0
+    most: int = 0
+    served: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+async def slow_site() -> AsyncIterator[SlowSite]:
+    """``/list``: links to ``ITEMS`` items; each ``/item/<n>`` answers after 0.2 s."""
+    site = SlowSite()
+
+    async def listing(request: web.Request) -> web.Response:
+        links = "".join(f'<a href="/item/{i}">{i}</a>' for i in range(ITEMS))
+        return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    async def item(request: web.Request) -> web.Response:
+        site.in_flight += 1
+        site.most = max(site.most, site.in_flight)
+        try:
+            await asyncio.sleep(0.2)
+        finally:
+            site.in_flight -= 1
+        site.served.append(request.path)
+        return web.Response(text=f"<html><h1>{request.match_info['n']}</h1></html>",
+                            content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/list", listing)
+    app.router.add_get("/item/{n}", item)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    site.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        yield site
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_slow_source_has_every_slot_busy_and_never_more(
+        comps: Components, slow_site: SlowSite) -> None:
+    base = slow_site.base
+    sources = parse_sources({"sources": [{
+        "id": "slow", "seeds": [f"{base}/list"], "allow": [f"^{base}/"],
+        "follow": [r"/list$"], "items": [r"/item/\d+$"], "rate": 1000.0,
+        "concurrency": CONCURRENCY, "batch_size": 100, "robots": "ignore",
+        "allow_private_networks": True}]})
+    gc.collect()
+    gc.disable()   # what the crawl leaves to the cyclic collector stays: none of its pages
+    try:
+        report = await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.2)
+        left = [o for o in gc.get_objects() if isinstance(o, StagedFetch)]
+    finally:
+        gc.enable()
+    assert left == []
+    assert sorted(slow_site.served) == sorted(f"/item/{i}" for i in range(ITEMS))
+    assert report.sources["slow"].ok == ITEMS + 1
+    # One request per slot, every slot used: the batch of 24 items ran in 4 lanes.
+    assert slow_site.most == CONCURRENCY
+    # Every lane gave its slot back.
+    assert await comps.redis.zcard(hot_keys.slots("slow")) == 0
