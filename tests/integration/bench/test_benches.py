@@ -51,3 +51,27 @@ def test_a_benchmark_emits_its_figures_at_smoke_size(name: str, tier_endpoints: 
     for f in figures:
         assert f["bench"] == name and isinstance(f["value"], int | float), f
         assert math.isfinite(f["value"]) and {"baseline", "ratio", "unit"} <= set(f), f
+
+
+@pytest.mark.timeout(600)
+def test_peers_on_noisy_sites_reports_the_latency_bound(tier_endpoints: Endpoints,
+                                                        tmp_path: Path) -> None:
+    env = {**os.environ, "STRATACRAWL_REDIS_URL": tier_endpoints.redis_url,
+           "STRATACRAWL_DATABASE_URL": tier_endpoints.database_url,
+           "STRATACRAWL_ELASTICSEARCH_URL": tier_endpoints.elasticsearch_url,
+           "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_STATE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "stratacrawl", "bench", "peers", "--noise",
+                           "--smoke", "--json"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=540)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    wall = json.loads(done.stdout.splitlines()[0])
+    assert wall["metric"] == "peer_wall_ratio" and wall["sites"] == "noisy"
+    assert wall["bound_s"] > 0 and set(wall["of_bound"]) == {"stratacrawl", "scrapy"}
+    # Both crawlers fetched every page of the two slow sites (~20 items each).
+    assert all(r["pages"] >= 40 for rs in wall["runs"].values() for r in rs), wall["runs"]
+
+
+def test_a_benchmark_without_noisy_sites_refuses_noise() -> None:
+    done = subprocess.run([sys.executable, "-m", "stratacrawl", "bench", "cli", "--noise",
+                           "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "bench cli takes no --noise" in done.stdout + done.stderr
