@@ -80,6 +80,14 @@ def screenshot(page: Path | str, profile: Path, out: Path, *, offline: bool = Fa
     return out
 
 
+def endpoints_env(endpoints: Any, state_dir: Path) -> dict[str, str]:
+    """Environment for a ``stratacrawl`` subprocess on the test's tiers (``Endpoints``)."""
+    return {**os.environ, "STRATACRAWL_REDIS_URL": endpoints.redis_url,
+            "STRATACRAWL_DATABASE_URL": endpoints.database_url,
+            "STRATACRAWL_ELASTICSEARCH_URL": endpoints.elasticsearch_url,
+            "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_STATE_DIR": str(state_dir)}
+
+
 def tier_env(comps: Any, state_dir: Path) -> dict[str, str]:
     """Environment for a ``stratacrawl`` subprocess on the same tiers as ``comps``."""
     return comps.runtime.child_env(state_dir)  # type: ignore[no-any-return]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stratacrawl.services import Endpoints
+from tests.support.processes import endpoints_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,11 +37,7 @@ def test_every_bench_module_is_a_benchmark() -> None:
 @pytest.mark.parametrize("name", BENCHES)
 def test_a_benchmark_emits_its_figures_at_smoke_size(name: str, tier_endpoints: Endpoints,
                                                       tmp_path: Path) -> None:
-    env = {**os.environ, "STRATACRAWL_REDIS_URL": tier_endpoints.redis_url,
-           "STRATACRAWL_DATABASE_URL": tier_endpoints.database_url,
-           "STRATACRAWL_ELASTICSEARCH_URL": tier_endpoints.elasticsearch_url,
-           "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_STATE_DIR": str(tmp_path),
-           "STRATACRAWL_LOADTEST_VIA": "processes"}
+    env = {**endpoints_env(tier_endpoints, tmp_path), "STRATACRAWL_LOADTEST_VIA": "processes"}
     done = subprocess.run([sys.executable, "-m", "stratacrawl", "bench", name, "--smoke", "--json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -56,10 +52,7 @@ def test_a_benchmark_emits_its_figures_at_smoke_size(name: str, tier_endpoints: 
 @pytest.mark.timeout(600)
 def test_peers_on_noisy_sites_reports_the_latency_bound(tier_endpoints: Endpoints,
                                                         tmp_path: Path) -> None:
-    env = {**os.environ, "STRATACRAWL_REDIS_URL": tier_endpoints.redis_url,
-           "STRATACRAWL_DATABASE_URL": tier_endpoints.database_url,
-           "STRATACRAWL_ELASTICSEARCH_URL": tier_endpoints.elasticsearch_url,
-           "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_STATE_DIR": str(tmp_path)}
+    env = endpoints_env(tier_endpoints, tmp_path)
     done = subprocess.run([sys.executable, "-m", "stratacrawl", "bench", "peers", "--noise",
                            "--smoke", "--json"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=540)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from bench.scale import STEPS, generate, generate_at, host
 from stratacrawl.services import Endpoints
 from stratacrawl.urls import canonicalize, fingerprint
+from tests.support.processes import endpoints_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,10 +45,7 @@ def test_url_i_is_the_same_in_every_call() -> None:
 @pytest.mark.timeout(600)
 def test_a_100k_frontier_run_reports_consistent_growth(tier_endpoints: Endpoints,
                                                         tmp_path: Path) -> None:
-    env = {**os.environ, "STRATACRAWL_REDIS_URL": tier_endpoints.redis_url,
-           "STRATACRAWL_DATABASE_URL": tier_endpoints.database_url,
-           "STRATACRAWL_ELASTICSEARCH_URL": tier_endpoints.elasticsearch_url,
-           "STRATACRAWL_ES_PLAIN_JSON": "true", "STRATACRAWL_STATE_DIR": str(tmp_path)}
+    env = endpoints_env(tier_endpoints, tmp_path)
     done = subprocess.run([sys.executable, "-m", "stratacrawl", "bench", "scale", "--smoke",
                            "--known", "100000", "--queued", "20000", "--sources", "50", "--json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=540)
