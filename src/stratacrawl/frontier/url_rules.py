@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from urllib.parse import urlsplit
 
 from psycopg_pool import AsyncConnectionPool
@@ -48,6 +48,7 @@ SAMPLE_LIMIT = 20_000    # fetched pages per source the miner keeps in memory
 READ_LIMIT = 5_000       # new fetched pages read per source and pass
 CACHE_S = 2.0            # how long a process keeps a source's active rules
 MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times its last pass
+REFRESH_S = 60.0         # unchanged evidence is stored again (its last_seen) this often
 
 
 @dataclass
@@ -58,6 +59,10 @@ class _Sample:
     observed: bool = False      # pages came in since the last pass (``UrlRules.observe``)
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
+    # What the last pass stored, and when (monotonic): a pass that finds the same evidence
+    # writes nothing until ``REFRESH_S`` has passed (it only refreshes ``last_seen``).
+    saved: tuple[object, ...] | None = None
+    saved_at: float = 0.0
 
 
 class UrlRules:
@@ -197,13 +202,20 @@ class UrlRules:
         for url, content, _, declared in rows:
             self._add(sample, url, content, declared)
         pairs, counts = await self._declared_pairs(sample)
-        await save_canonical_counts(self.pool, source_id, counts)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
-        if not stats:
+        evidence_rows = [(r.text(), state_of(s), s.support, s.counterexamples, s.example)
+                         for r, s in stats.items()]
+        # Passes come every half second while a source is fetched; most find what the
+        # last one found. Storing it again would be four statements a source a pass.
+        evidence = (astuple(counts), evidence_rows)
+        if evidence == sample.saved and time.monotonic() - sample.saved_at < REFRESH_S:
             return False
-        await save_rules(self.pool, source_id, [(r.text(), state_of(s), s.support,
-                                                 s.counterexamples, s.example)
-                                                for r, s in stats.items()])
+        await save_canonical_counts(self.pool, source_id, counts)
+        if evidence_rows:
+            await save_rules(self.pool, source_id, evidence_rows)
+        sample.saved, sample.saved_at = evidence, time.monotonic()   # stored: not again
+        if not evidence_rows:
+            return False
         active = tuple(sorted(r.rule for r in await load_rules(self.pool, source_id)
                               if r.state == "active"))
         if active == sample.active:
