@@ -69,7 +69,8 @@ class Settings(BaseSettings):
     hot_budget_mb: float = Field(default=512.0, gt=0)
     # How often a crawl demotes committed fetches to warm while it runs; 0 (the default):
     # only once at its end, and the `demotion` deployment keeps warm current. Demoting in
-    # the fetch loop cost a third of a worker's pages on 2 cores (README, bench fetch).
+    # the fetch loop cost a third of a worker's pages on 2 cores (bench fetch; see
+    # docs/operations.md, "Several hosts").
     demote_every_s: float = Field(default=0.0, ge=0)
     # How long a crawl demotes at its end, after its last page landed: bounded, so a crawl
     # ends within seconds of its work; what is left waits for the `demotion` deployment

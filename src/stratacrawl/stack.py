@@ -29,7 +29,7 @@ DEMO_SOURCES = "demo-sources.yaml"
 DEMO_BACKLOG = 120  # items per simulated site: a demo-sized web
 # The demo's sources file: lists fetched again every minute (five at most), and rate alerts
 # judged on 5 requests (20 in a sources file's default): a broken demo site shows in the
-# next runs and alerts within minutes (`stratacrawl sim break`; README, "See an alert").
+# next runs and alerts within minutes (`stratacrawl sim break`; docs/operations.md, "See an alert").
 DEMO_SOURCES_OPTIONS = ("--cadence", "1m", "--max-interval", "5m", "--alert-min-requests", "5")
 
 

@@ -169,7 +169,7 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
     """`up --demo`: the simulator's sites are crawled by the scheduled runs, which end
     Completed; `sim break` on one of them fails the next fetch run that meets it, naming
     it, raises a P1 alert the ops page shows, and the automation posts it to the webhook
-    given to `up` (the README's "See an alert")."""
+    given to `up` (docs/operations.md's "See an alert")."""
     port = free_port()
     receiver = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
@@ -205,7 +205,7 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         bad = _failed(runs)
         assert want <= {n for n, st in runs if st == "COMPLETED"} and not bad, (
             runs, (tmp_path / "prefect" / "prefect-worker.log").read_text()[-3000:])
-        # The README's "See an alert": `sim break` makes every answer of a demo source a
+        # docs/operations.md's "See an alert": `sim break` makes every answer of a demo source a
         # 5xx; the next fetch run fails naming it, the monitor fires P1 success_rate, the
         # automation posts it to the webhook and the ops page shows the source alerting.
         broken = doc["sources"][0]["id"]
@@ -229,7 +229,7 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         # alerts of a moment first: the one wanted is looked for among all received.)
         subject = f"Stratacrawl P1 success_rate on {broken}"
         # The rate is over the last 5 minutes: right after the demo's first crawl, its
-        # successes outweigh the failures for a while (README: "See an alert").
+        # successes outweigh the failures for a while (docs/operations.md: "See an alert").
         while time.monotonic() - t0 < 330 and not any(
                 n["json"]["subject"] == subject for n in Receiver.received):
             time.sleep(1)

@@ -2,7 +2,7 @@
 one Prefect worker per simulated host (each polls a work queue of its own), and the
 ``fetch`` and ``cleaning`` deployments of ``prefect.yaml`` run on them as flow runs.
 
-This is the path a user who outgrows one machine takes (README: several hosts): the
+This is the path a user who outgrows one machine takes (docs/operations.md: "Several hosts"): the
 workers here are ``prefect worker start`` processes, their flow runs are subprocesses
 the workers start, and killing a "host" kills the worker and its flow run together.
 """
