@@ -48,8 +48,10 @@ async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
     dups, items = await duplicate_fetches(comps, sid)
     # the site links ~22 % of its items under a second URL (~90 here): learning stops
     # most of them (how many slip through before 3 pairs are in depends on the order the
-    # crawl meets canonical and variant URLs; `bench efficiency` measures the share)
-    assert items >= 390 and dups <= 45, (dups, items)
+    # crawl meets canonical and variant URLs — list pages go first, so every variant is
+    # queued before the first item is fetched: 31-48 here; `bench efficiency` measures
+    # the share)
+    assert items >= 390 and dups <= 55, (dups, items)
     assert report.sources[sid].redundant + dups < 90
     async with comps.pool.connection() as conn:   # item pages name their canonical URL
         declared = await (await conn.execute(
