@@ -49,7 +49,7 @@ async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
     # the site links ~22 % of its items under a second URL (~90 here): learning stops
     # most of them (how many slip through before 3 pairs are in depends on the order the
     # crawl meets canonical and variant URLs — list pages go first, so every variant is
-    # queued before the first item is fetched: 19-48 in six runs; `bench efficiency` measures
+    # queued before the first item is fetched: 19-48 measured; `bench efficiency` measures
     # the share)
     assert items >= 390 and dups <= 55, (dups, items)
     assert report.sources[sid].redundant + dups < 90
