@@ -19,7 +19,8 @@ the sample is bounded: ``warm_urls``). At each step the real code paths run on t
   URL rules and dedup);
 - ``recovery_resume_s`` and ``recovery_full_s`` after Redis lost everything, against
   streaming the fingerprints out of PostgreSQL alone;
-- ``cold_bytes_per_known_url``: ``url_state`` and ``tasks``, tables, indexes and TOAST.
+- ``cold_bytes_per_known_url``: ``url_state``, ``tasks`` and ``task_keys``, tables,
+  indexes and TOAST.
 
 At the last step also ``sink_docs_per_s`` (warm → cold on the week's sample) and
 ``bench_build_s``. Each figure carries its value at every step (``by_step``); where the
@@ -197,9 +198,10 @@ async def _restore_indexes(c: Components, built: Built) -> None:
     built.indexes.clear()
 
 
-def _title(url: str) -> str:
-    """A page title of the usual length (~40 characters), made from the URL's path and host."""
-    return f"{url.split('/', 3)[3][:30].title()} | {url.split('/')[2][4:14].title()}"
+def _canonical(url: str) -> str:
+    """The page's declared rel=canonical, as a fetch stores it: most pages name themselves
+    (stored as ''), a product page names its URL without the variant query."""
+    return url.split("?", 1)[0] if "/product/" in url else ""
 
 
 def _stamps(now: datetime) -> list[str]:
@@ -226,15 +228,21 @@ async def grow(c: Components, built: Built, to: int, *, queued_share: float,
                 tasks.append(f"{sid}\t{url}\t{fp}\titem\t{due}\n")
             else:
                 state.append(f"{fp}\t{sid}\t{url}\t{stamps[hours]}\t{stamps[hours]}\t200\t"
-                             f"{fp[::-1]}\t{20_000 + hours * 7}\t{_title(url)}\n")
+                             f"{fp[::-1]}\t{20_000 + hours * 7}\t{_canonical(url)}\n")
         async with c.pool.connection() as conn:
             async with conn.cursor().copy(
                     "COPY url_state (url_hash, source_id, url, last_crawled, last_access, "
-                    "http_status, content_hash, content_length, title) FROM STDIN") as copy:
+                    "http_status, content_hash, content_length, canonical_url) FROM STDIN"
+                    ) as copy:
                 await copy.write("".join(state).encode())
+            row = await (await conn.execute("SELECT COALESCE(max(id), 0) FROM tasks")).fetchone()
             async with conn.cursor().copy("COPY tasks (source_id, url, url_hash, kind, due_at) "
                                           "FROM STDIN") as copy:
                 await copy.write("".join(tasks).encode())
+            # A task's identity, as the ledger's enqueue writes it (its own table).
+            await conn.execute("INSERT INTO task_keys (source_id, url_hash, task_id) SELECT "
+                               "source_id, url_hash, id FROM tasks WHERE id > %s",
+                               (row[0] if row else 0,))
         built.queued += len(tasks)
         await c.bloom.check_and_add(fps)
     await _restore_indexes(c, built)
@@ -337,7 +345,8 @@ async def _recovery(c: Components) -> dict[str, Any]:
 async def _cold_bytes(c: Components) -> int:
     async with c.pool.connection() as conn:
         row = await (await conn.execute(
-            "SELECT pg_total_relation_size('url_state') + pg_total_relation_size('tasks')"
+            "SELECT pg_total_relation_size('url_state') + pg_total_relation_size('tasks') "
+            "+ pg_total_relation_size('task_keys')"
             )).fetchone()
     return int(row[0]) if row else 0
 
@@ -531,7 +540,7 @@ def run(size: Size = "full", *, known: int | None = None, queued: int | None = N
     yield Figure("scale", "cold_bytes_per_known_url", last["cold_bytes"] / k, "B", extra={
         **sizes, "by_step": {f"{share:.0%}": round(x["cold_bytes"] / x["known"], 1)
                              for share, x in zip(STEPS, steps, strict=True)},
-        "tables": "url_state + tasks, with indexes and TOAST"})
+        "tables": "url_state + tasks + task_keys, with indexes and TOAST"})
     yield Figure("scale", "sink_docs_per_s", whole["sunk"] / max(whole["sink_s"], 1e-9), "1/s",
                  extra={"warm_docs": whole["sunk"], "warm_urls": plan.warm_urls})
     yield Figure("scale", "bench_build_s", whole["build_s"], "s", extra=sizes)

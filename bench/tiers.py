@@ -41,11 +41,11 @@ async def _measure(n: int) -> dict[str, float]:
             crawled = datetime.now(UTC) - timedelta(hours=1)
             async with c.pool.connection() as conn, conn.cursor().copy(
                     "COPY url_state (url_hash, source_id, url, last_crawled, http_status, "
-                    "content_hash, title, last_access) FROM STDIN") as copy:
+                    "content_hash, canonical_url, last_access) FROM STDIN") as copy:
                 for i in range(n):
                     url = f"http://s{i % 20}.test/p/{i}"
                     await copy.write_row((fingerprint(url), f"s{i % 20}", url, crawled, 200,
-                                          f"c{i}", f"Title {i}", crawled))
+                                          f"c{i}", "", crawled))
             async with c.pool.connection() as conn:   # what a fetch queues for demotion
                 await conn.execute(
                     "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM "

@@ -1,6 +1,6 @@
 """tier-sinking (nightly): warm → cold after the retention, hot access written back, empty
-weekly indices dropped and next weeks created, staging retention with snapshots; hot
-eviction when Redis is over its budget."""
+weekly indices dropped and next weeks created, staging retention with snapshots, finished
+item tasks retired from the ledger; hot eviction when Redis is over its budget."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
                "indices_dropped": len(r.indices_dropped),
                "indices_created": len(r.indices_created),
                "staging_partitions_dropped": len(r.staging_dropped),
-               "snapshot_rows": r.snapshot_rows, "hot_evicted": ev.evicted}
+               "snapshot_rows": r.snapshot_rows, "tasks_retired": r.tasks_retired,
+               "hot_evicted": ev.evicted}
     await publish_table("stratacrawl-tier-sinking", "Tier sinking", figures({
         **summary, "hot_mb_before": round(ev.used_before_mb, 1),
         "hot_mb_after": round(ev.used_after_mb, 1),

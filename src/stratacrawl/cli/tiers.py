@@ -107,7 +107,8 @@ def demote_cmd(as_json: bool = JSON) -> None:
 
 
 def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
-    """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging retention."""
+    """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging and ledger
+    retention."""
     from stratacrawl.sources import snapshot_source_ids
     from stratacrawl.tiers.sinking import sink
     from stratacrawl.wiring import open_app
@@ -134,7 +135,8 @@ def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
                   f"{r.access_written_back}; warm → cold {r.warm_deleted} documents, "
                   f"{r.warm_refreshed} refreshed; indices dropped {len(r.indices_dropped)}, "
                   f"created {len(r.indices_created)}; staging partitions dropped "
-                  f"{len(r.staging_dropped)} ({r.snapshot_rows} pages kept as snapshots)")
+                  f"{len(r.staging_dropped)} ({r.snapshot_rows} pages kept as snapshots); "
+                  f"finished tasks retired {r.tasks_retired}")
     for step, seconds in r.steps.items():
         console.print(f"  {step}: {seconds:.2f} s")
 

@@ -46,6 +46,9 @@ OUTCOME_ASSIGNMENTS = (
     "updated_at = now()")
 HELD_BY = "t.lease_owner = %s AND t.state IN ('LEASED', 'FETCHING')"
 _READY = "state IN ('PENDING', 'RETRY_WAIT')"
+# An item task that is done (a list, seed or sitemap is re-armed: never done for good);
+# the predicate of index ``tasks_finished_items`` (migration 0022).
+FINISHED_ITEM = "kind = 'item' AND state IN ('SUCCEEDED', 'FAILED', 'REDUNDANT')"
 # Statements that address tasks by id (a batch: tens of rows) test their state through
 # ``state || ''``, which no partial index predicate matches: the plan is then always the
 # primary key. Written plainly, the planner may instead scan the ready or leased index
@@ -150,6 +153,29 @@ class Ledger:
                 "('SUCCEEDED', 'FAILED') AND COALESCE(finished_at, updated_at) < now() - %s",
                 (source_id, cadence))
             return cur.rowcount
+
+    async def retire(self, finished_before: datetime, batch: int = 10_000) -> int:
+        """Delete item tasks finished before ``finished_before``, with their keys, in
+        transactions of ``batch``; returns how many. The URL's state stays in
+        ``url_state`` (dedup and re-crawl read it there): a URL found again later is
+        queued as a new task. A task requeued meanwhile is not finished any more: the
+        DELETE tests its state again on the row it locks."""
+        done = 0
+        while True:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(
+                    f"WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE "
+                    f"{FINISHED_ITEM} AND finished_at < %s ORDER BY finished_at LIMIT %s) "
+                    f"AND {FINISHED_ITEM} AND finished_at < %s "
+                    "RETURNING source_id, url_hash, id), "
+                    "keys AS (DELETE FROM task_keys k USING gone g WHERE k.source_id = "
+                    "g.source_id AND k.url_hash = g.url_hash AND k.task_id = g.id) "
+                    "SELECT count(*) FROM gone", (finished_before, batch, finished_before))
+                row = await cur.fetchone()
+                n = int(row[0]) if row else 0
+            done += n
+            if n < batch:
+                return done
 
     async def ready_ids(self, source_id: str, limit: int,
                         horizon: timedelta = timedelta(0)) -> list[tuple[int, int, float]]:

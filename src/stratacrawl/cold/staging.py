@@ -127,6 +127,7 @@ _REPLAYED_DDL = _temp_table("replayed", COLUMNS, TYPES)
 _COLS = ", ".join(COLUMNS)
 # One statement applies a flush's outcomes to the tasks ``owner`` still holds (``held``)
 # and updates only their URL state, queued for warm in the outbox (one entry per source;
+# a page declaring itself canonical stores '' there, not its URL again;
 # no index covers the URL-state columns written here, so the update is HOT: migration
 # 0013). It returns the pages staged, and the staging keys of the pages whose task
 # ``owner`` no longer holds (the caller deletes those rows again). Rows are joined in key
@@ -143,7 +144,8 @@ _LAND = (
     "u.last_modified), content_hash = COALESCE(v.content_hash, u.content_hash), "
     "retry_count = 0, content_length = COALESCE(v.l_length, u.content_length), "
     "canonical_url = CASE WHEN v.content_hash IS NULL THEN u.canonical_url "
-    "ELSE v.canonical_url END FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
+    "WHEN v.canonical_url = u.url THEN '' ELSE v.canonical_url END "
+    "FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
     "WHERE u.url_hash = v.url_hash RETURNING u.url_hash, u.source_id), "
     "queued AS (INSERT INTO warm_outbox (source_id, url_hashes) SELECT source_id, "
     "array_agg(url_hash) FROM fetched GROUP BY source_id), "

@@ -77,6 +77,12 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
 FetchedPage = tuple[str, str, datetime, str | None]
 
 
+def _canonical(alias: str) -> str:
+    """A page's declared rel=canonical: stored as '' when it names the page itself."""
+    return (f"CASE {alias}canonical_url WHEN '' THEN {alias}url "
+            f"ELSE {alias}canonical_url END")
+
+
 async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int | None,
                         limit: int) -> tuple[list[FetchedPage], int | None]:
     """(URL, content fingerprint, last crawled, declared canonical URL) of the source's
@@ -94,7 +100,7 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
             row = await (await conn.execute(
                 "SELECT max(id) FROM warm_outbox WHERE source_id = %s", (source_id,))).fetchone()
             cur = await conn.execute(
-                "SELECT url, content_hash, last_crawled, canonical_url FROM url_state "
+                f"SELECT url, content_hash, last_crawled, {_canonical('')} FROM url_state "
                 "WHERE source_id = %s AND http_status = 200 AND content_hash IS NOT NULL "
                 "AND last_crawled IS NOT NULL ORDER BY last_crawled DESC LIMIT %s",
                 (source_id, limit))
@@ -103,7 +109,7 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
         cur = await conn.execute(
             f"WITH o AS ({outbox_head('source_id = %s AND id > %s')}) "
             "SELECT (SELECT max(id) FROM o), u.url, u.content_hash, "
-            "u.last_crawled, u.canonical_url FROM (SELECT 1) one LEFT JOIN (o JOIN url_state u "
+            f"u.last_crawled, {_canonical('u.')} FROM (SELECT 1) one LEFT JOIN (o JOIN url_state u "
             "ON u.url_hash = o.url_hash AND u.http_status = 200 AND u.content_hash IS NOT NULL "
             "AND u.last_crawled IS NOT NULL) ON true ORDER BY o.id, o.n",
             (source_id, cursor, limit, limit))

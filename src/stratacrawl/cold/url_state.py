@@ -42,11 +42,11 @@ async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict
 
 
 async def url_facts(pool: AsyncConnectionPool, url_hash: str) -> tuple[Any, ...] | None:
-    """(source, URL, title, last crawled, status, content fingerprint, ETag,
-    Last-Modified) of one URL, or None."""
+    """(source, URL, last crawled, status, content fingerprint, ETag, Last-Modified) of
+    one URL, or None."""
     async with pool.connection() as conn:
         row = await (await conn.execute(
-            "SELECT source_id, url, title, last_crawled, http_status, content_hash, etag, "
+            "SELECT source_id, url, last_crawled, http_status, content_hash, etag, "
             "last_modified FROM url_state WHERE url_hash = %s", (url_hash,))).fetchone()
     return tuple(row) if row is not None else None
 
@@ -129,14 +129,14 @@ def outbox_head(where: str = "true") -> str:
 async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...]]:
     """The URLs of the next warm outbox entries, about ``limit`` of them (whole entries),
     oldest first: (outbox entry id, url hash, source, URL, ETag, Last-Modified, content
-    fingerprint, status, title, length, last crawled, retry count, last use) of URLs whose
+    fingerprint, status, length, last crawled, retry count, last use) of URLs whose
     last fetch is not in warm yet. A URL fetched twice since the last demotion is there
     twice, both times with its current state; a URL cold does not hold (any more) comes
     with the URL hash None. Fewer than ``limit`` URLs: the outbox is drained."""
     async with pool.connection() as conn:
         return list(await (await conn.execute(
             "SELECT o.id, u.url_hash, u.source_id, u.url, u.etag, u.last_modified, "
-            "u.content_hash, u.http_status, u.title, u.content_length, u.last_crawled, "
+            "u.content_hash, u.http_status, u.content_length, u.last_crawled, "
             "u.retry_count, GREATEST(u.last_access, u.last_crawled) "
             f"FROM ({outbox_head()}) o LEFT JOIN url_state u USING (url_hash) "
             "ORDER BY o.id, o.n", (limit, limit))).fetchall())

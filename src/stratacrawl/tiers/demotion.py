@@ -62,7 +62,7 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
             stats.error = f"{type(e).__name__}: {e}"
             log.warning("demotion: warm tier unavailable, will backfill: %s", e)
             break
-        synced = [(h, row[9]) for h, row in latest.items() if h not in failed]
+        synced = [(h, row[8]) for h, row in latest.items() if h not in failed]
         # An entry is done when all its URLs are in warm; one refused keeps it queued.
         kept = {e[0] for e in entries if e[1] in failed}
         await mark_synced(pool, synced, sorted({e[0] for e in entries} - kept))

@@ -29,7 +29,6 @@ class URLFacts:
     canonical_url: str
     source_id: str | None
     url: str | None
-    title: str | None
     last_crawled: str | None     # ISO 8601, UTC
     http_status: int | None
     content_hash: str | None
@@ -78,7 +77,7 @@ async def _warm(fp: str, canonical: str, es: AsyncElasticsearch,
     if found is None:
         return None
     src, status = found
-    return URLFacts(fp, canonical, src.get("source_id"), src.get("url"), src.get("title"),
+    return URLFacts(fp, canonical, src.get("source_id"), src.get("url"),
                     _ts(src.get("crawled_at")), status, src.get("content_hash"), src.get("etag"),
                     src.get("last_modified"), "warm")
 
@@ -87,6 +86,6 @@ async def _cold(fp: str, canonical: str, pool: AsyncConnectionPool) -> URLFacts 
     row = await url_facts(pool, fp)
     if row is None:
         return None
-    source_id, url, title, last_crawled, status, content_hash, etag, lm = row
-    return URLFacts(fp, canonical, source_id, url, title, _ts(last_crawled), status,
+    source_id, url, last_crawled, status, content_hash, etag, lm = row
+    return URLFacts(fp, canonical, source_id, url, _ts(last_crawled), status,
                     content_hash, etag, lm, "cold")

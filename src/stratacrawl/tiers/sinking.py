@@ -8,7 +8,11 @@ Steps, each idempotent:
    ``last_access`` refreshed instead; weekly indices left empty are dropped;
 4. next weeks' indices are created ahead;
 5. staging partitions older than the staging retention are dropped, after the pages of
-   sources with ``snapshots: true`` are copied to ``page_snapshots``.
+   sources with ``snapshots: true`` are copied to ``page_snapshots``;
+6. item tasks finished before the staging retention leave the ledger with their keys:
+   their pages are gone from staging, and the URL's state (what dedup and re-crawl read)
+   stays in ``url_state``. A task row and its key cost about as much as the URL's state;
+   kept for ever they would double a crawled URL's cost in cold.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.staging import drop_partition, staging_partitions
 from stratacrawl.cold.url_state import last_used, write_access
 from stratacrawl.hot.client import HotRedis, scan_keys
@@ -46,6 +51,7 @@ class SinkReport:
     indices_created: list[str] = field(default_factory=list)
     staging_dropped: list[str] = field(default_factory=list)
     snapshot_rows: int = 0
+    tasks_retired: int = 0
     steps: dict[str, float] = field(default_factory=dict)   # step → seconds
 
 
@@ -166,4 +172,6 @@ async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnection
     report.staging_dropped, report.snapshot_rows = await step(
         "staging retention", lambda: expire_staging(
             pool, keep_days=staging_days, snapshot_sources=snapshot_sources, today=now.date()))
+    report.tasks_retired = await step("ledger retention", lambda: Ledger(pool=pool).retire(
+        now - timedelta(days=staging_days)))
     return report

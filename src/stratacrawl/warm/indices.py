@@ -36,7 +36,6 @@ MAPPINGS: dict[str, dict[str, Any]] = {
             "url_hash": {"type": "keyword"},
             "url": {"type": "keyword", "index": False},
             "source_id": {"type": "keyword"},
-            "title": {"type": "text"},
             "crawled_at": {"type": "date"},
             "last_access": {"type": "date"},
             "content_hash": {"type": "keyword"},

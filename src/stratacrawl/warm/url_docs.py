@@ -1,6 +1,6 @@
 """The warm tier's documents: two per crawled URL, in weekly indices of its crawl time —
 ``url_dedup`` (the facts dedup needs: last crawl, status, retries, last access) and
-``url_meta`` (page metadata: title, validators, content fingerprint) — ``_id`` = URL hash,
+``url_meta`` (page metadata: validators, content fingerprint, length) — ``_id`` = URL hash,
 so indexing the same state again is idempotent. Every Elasticsearch query Stratacrawl
 makes on them is here: dedup's ``mget``, ``lookup``'s newest documents, recovery's count
 per week, demotion's bulk index, sinking's stale pages and empty weeks."""
@@ -24,7 +24,7 @@ def _iso(at: datetime | None) -> str | None:
 
 def warm_docs(layout: IndexLayout, row: tuple[Any, ...]) -> list[dict[str, Any]]:
     """The two warm documents of one ``url_state`` row (dedup facts and page metadata)."""
-    (url_hash, source_id, url, etag, last_modified, content_hash, status, title, length,
+    (url_hash, source_id, url, etag, last_modified, content_hash, status, length,
      last_crawled, retry_count, last_access) = row
     when = last_crawled
     return [
@@ -34,7 +34,7 @@ def warm_docs(layout: IndexLayout, row: tuple[Any, ...]) -> list[dict[str, Any]]
             "retry_count": min(retry_count, 32767),
             "http_status": str(status) if status is not None else None}},
         {"_index": layout.index("url_meta", when), "_id": url_hash, "_source": {
-            "url_hash": url_hash, "url": url, "source_id": source_id, "title": title,
+            "url_hash": url_hash, "url": url, "source_id": source_id,
             "crawled_at": _iso(last_crawled), "last_access": _iso(last_access),
             "content_hash": content_hash, "content_length": length, "etag": etag,
             "last_modified": last_modified}},

@@ -243,6 +243,37 @@ async def test_rearm_and_requeue(comps: Components) -> None:
     assert await state_counts(comps) == {"PENDING": 1}
 
 
+async def test_retirement_drops_finished_items_only_and_they_can_be_queued_again(
+        comps: Components) -> None:
+    """Finished item tasks older than the cutoff leave the ledger with their keys; a list,
+    a pending item and a freshly finished one stay; the URL state stays; the same URL
+    found again is a new task."""
+    items = tasks(6)
+    listing = NewTask("s1", "http://example.test/list", fingerprint("http://example.test/list"),
+                      "list")
+    await comps.frontier.add([*items, listing])
+    batch = await comps.frontier.claim("s1", 7, "w1")
+    by_url = {t.url: t.id for t in batch.tasks}
+    done = [Outcome(by_url[t.url], TaskState.SUCCEEDED, status=200) for t in items[:4]]
+    done += [Outcome(by_url[items[4].url], TaskState.FAILED, status=404),
+             Outcome(by_url[listing.url], TaskState.SUCCEEDED, status=200)]
+    assert await comps.frontier.complete("s1", done, "w1") == 6
+    async with comps.pool.connection() as conn:   # three of the items finished long ago
+        await conn.execute("UPDATE tasks SET finished_at = now() - interval '9 days' "
+                           "WHERE id = ANY(%s) OR url = %s",
+                           ([by_url[t.url] for t in items[:2]] + [by_url[items[4].url]],
+                            listing.url))
+    assert await comps.ledger.retire(datetime.now(UTC) - timedelta(days=7), batch=2) == 3
+    assert await comps.ledger.retire(datetime.now(UTC) - timedelta(days=7)) == 0
+    assert await state_counts(comps) == {"SUCCEEDED": 3, "LEASED": 1}
+    async with comps.pool.connection() as conn:
+        keys = (await (await conn.execute("SELECT count(*) FROM task_keys")).fetchone())[0]
+        known = (await (await conn.execute("SELECT count(*) FROM url_state")).fetchone())[0]
+    assert (keys, known) == (4, 7)
+    assert await comps.ledger.queued("s1", [t.url_hash for t in items]) == {
+        t.url_hash for t in items[2:4] + items[5:]}
+    assert await comps.frontier.add(items[:1]) == 1     # found again: queued anew
+    assert await state_counts(comps) == {"SUCCEEDED": 3, "LEASED": 1, "PENDING": 1}
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["claim", "done", "fail", "crash", "expire",

@@ -82,6 +82,10 @@ async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Comp
                         layout=comps.runtime.layout, warm_retention=timedelta(days=30),
                         staging_days=7, snapshot_sources=[], now=later)
     assert result.warm_refreshed == 2 and result.warm_deleted == 2 * (crawled - 1)
+    async with comps.pool.connection() as conn:   # finished items left the ledger
+        left = dict(await (await conn.execute(
+            "SELECT kind, count(*) FROM tasks GROUP BY kind")).fetchall())
+    assert result.tasks_retired > 0 and "item" not in left and left.get("list", 0) > 0
     assert await warm_count(comps, "url_dedup") == 1
     assert len(result.indices_created) == 6  # both families, this week and two ahead
     after = [await lookup(u, **args) for u in urls]
