@@ -185,9 +185,14 @@ class FetchWorker:
             else:
                 await self._hand_over(source, batch, results, staged, news, stats, "stopped")
         finally:
-            self.slots.pop(holder, None)
-            with contextlib.suppress(*TIER_DOWN):  # unreleased, it expires (SLOT_TTL_S)
-                await self.politeness.release_slot(source.id, holder)
+            await self._release_slot(source.id, holder)
+
+    async def _release_slot(self, source_id: str, holder: str) -> None:
+        """A slot given back: at once in ``slots``, in Redis unless a tier is down (then
+        it expires after ``SLOT_TTL_S``)."""
+        self.slots.pop(holder, None)
+        with contextlib.suppress(*TIER_DOWN):
+            await self.politeness.release_slot(source_id, holder)
 
     async def _hand_over(self, source: Source, batch: Batch,
                          results: list[tuple[ClaimedTask, FetchResult]],
@@ -476,12 +481,10 @@ class FetchWorker:
         try:
             batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
         except BaseException:
-            self.slots.pop(holder, None)
-            await self.politeness.release_slot(source.id, holder)
+            await self._release_slot(source.id, holder)
             raise
         if not batch.tasks:
-            self.slots.pop(holder, None)
-            await self.politeness.release_slot(source.id, holder)
+            await self._release_slot(source.id, holder)
             self._skip_until[source.id] = now + 1.0
             return None
         return source, batch, holder
@@ -629,8 +632,6 @@ class _Lanes:
         except Exception as e:  # the other lanes stop taking tasks; raised by run()
             self.failed.append(e)
         finally:
-            if holder != self.holder:
-                w.slots.pop(holder, None)
+            if holder != self.holder:   # (the batch's own slot: run_batch gives it back)
+                await w._release_slot(self.source.id, holder)
                 w._wake.set()   # a slot of this source is free: claim more
-                with contextlib.suppress(*TIER_DOWN):  # else it expires (SLOT_TTL_S)
-                    await w.politeness.release_slot(self.source.id, holder)
