@@ -110,7 +110,7 @@ def _rows(n: int, tasks: list[Any]) -> list[StagedFetch]:
                      body=body, elapsed_ms=1.0, trace_id="bench", worker="bench", kind="item",
                      success=True),
         outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
-        content_hash="h", etag=None, last_modified=None, succeeded=True, fetched_at=now,
+        content_hash="0c" * 16, etag=None, last_modified=None, succeeded=True, fetched_at=now,
         status=200, body_bytes=len(body)) for t in tasks[:n]]
 
 

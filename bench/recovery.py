@@ -19,6 +19,7 @@ import uvloop
 
 from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
+from stratacrawl.cold.url_state import ALL_FINGERPRINTS_RAW
 from stratacrawl.tiers.recovery import BLOOM_CHUNK
 from stratacrawl.wiring import Components
 
@@ -31,12 +32,12 @@ async def _populate(c: Components, known: int, queued: int) -> None:
     async with c.pool.connection() as conn:
         await conn.execute(
             "INSERT INTO url_state (url_hash, source_id, url, last_crawled) "
-            "SELECT md5(i::text), 's' || (i %% %(s)s), 'http://s' || (i %% %(s)s) || '.test/p/' || i, "
+            "SELECT md5(i::text)::uuid, 's' || (i %% %(s)s), 'http://s' || (i %% %(s)s) || '.test/p/' || i, "
             "CASE WHEN i > %(q)s THEN now() - interval '1 day' END "
             "FROM generate_series(1, %(n)s) AS i", {"n": known, "q": queued, "s": SOURCES})
         await conn.execute(
             "INSERT INTO tasks (source_id, url, url_hash, kind, due_at) "
-            "SELECT 's' || (i %% %(s)s), 'http://s' || (i %% %(s)s) || '.test/p/' || i, md5(i::text), "
+            "SELECT 's' || (i %% %(s)s), 'http://s' || (i %% %(s)s) || '.test/p/' || i, md5(i::text)::uuid, "
             "'item', now() - interval '1 minute' FROM generate_series(1, %(q)s) AS i",
             {"q": queued, "s": SOURCES})
         await conn.execute("ANALYZE url_state")
@@ -51,8 +52,8 @@ async def stream_fingerprints_s(c: Components) -> float:
     the Bloom filter from cold pays."""
     t0 = time.monotonic()
     async with (c.pool.connection() as conn, conn.transaction(),
-                conn.cursor(name="floor") as cur):
-        await cur.execute("SELECT url_hash FROM url_state")
+                conn.cursor(name="floor", binary=True) as cur):
+        await cur.execute(ALL_FINGERPRINTS_RAW)
         while await cur.fetchmany(BLOOM_CHUNK):
             pass
     return time.monotonic() - t0

@@ -45,7 +45,7 @@ async def _measure(n: int) -> dict[str, float]:
                 for i in range(n):
                     url = f"http://s{i % 20}.test/p/{i}"
                     await copy.write_row((fingerprint(url), f"s{i % 20}", url, crawled, 200,
-                                          f"c{i}", "", crawled))
+                                          f"{i:032x}", "", crawled))
             async with c.pool.connection() as conn:   # what a fetch queues for demotion
                 await conn.execute(
                     "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM "

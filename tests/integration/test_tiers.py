@@ -9,6 +9,7 @@ from elasticsearch import BadRequestError
 
 from stratacrawl.cold import db
 from stratacrawl.inventory import take_inventory
+from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Runtime, check_elasticsearch, check_postgres, check_redis
 
 pytestmark = pytest.mark.integration
@@ -20,6 +21,32 @@ async def test_prepare_is_idempotent_and_creates_schema(rt: Runtime) -> None:
     inv = await take_inventory(rt)
     assert set(inv.cold_rows) >= {"tasks", "url_state", "staging", "records"}
     assert all(v == 0 for v in inv.cold_rows.values())
+
+
+async def test_fingerprints_are_stored_as_uuid_and_read_as_hex(rt: Runtime) -> None:
+    """Every way a fingerprint reaches cold and comes back: a text parameter, a binary
+    array parameter, a binary COPY; loaded as text, in binary and in arrays: the same
+    32-character hex string."""
+    from stratacrawl.cold.pool import make_pool
+
+    fps = [fingerprint(f"http://x.test/{i}") for i in range(3)]
+    async with make_pool(rt.database_url, max_size=1) as pool, pool.connection() as conn:
+        await conn.execute("INSERT INTO url_state (url_hash, source_id, url, content_hash) "
+                           "VALUES (%s, 's', 'http://x.test/0', %s)", (fps[0], fps[1]))
+        async with conn.cursor().copy("COPY url_state (url_hash, source_id, url) FROM STDIN "
+                                      "(FORMAT BINARY)") as copy:
+            copy.set_types(["uuid", "text", "text"])
+            await copy.write_row((fps[1], "s", "http://x.test/1"))
+        assert await (await conn.execute("SELECT pg_typeof(url_hash)::text FROM url_state "
+                                         "LIMIT 1")).fetchone() == ("uuid",)
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            await cur.execute("SELECT url_hash, content_hash, ARRAY[url_hash] FROM url_state "
+                              "WHERE url_hash = ANY(%b::uuid[]) ORDER BY url", (fps,))
+            assert await cur.fetchall() == [(fps[0], fps[1], [fps[0]]), (fps[1], None, [fps[1]])]
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            await conn.execute("INSERT INTO url_state (url_hash, source_id, url) "
+                               "VALUES ('not-a-fingerprint', 's', 'http://x.test/2')")
 
 
 async def test_partition_helpers_create_day_partitions(rt: Runtime) -> None:
@@ -86,7 +113,7 @@ async def test_task_state_is_constrained(rt: Runtime) -> None:
                                                      autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             await conn.execute("INSERT INTO tasks (source_id, url, url_hash, state) "
-                               "VALUES ('s', 'http://x/', 'h', 'LOST')")
+                               f"VALUES ('s', 'http://x/', '{fingerprint('http://x/')}', 'LOST')")
 
 
 async def test_weekly_indices_follow_the_template(rt: Runtime) -> None:
@@ -174,17 +201,18 @@ async def test_outbox_entries_survive_a_downgrade_and_an_upgrade(rt: Runtime) ->
     cfg = Config()
     cfg.set_main_option("script_location", str(db.MIGRATIONS))
     cfg.attributes["url"] = db.sqlalchemy_url(url)
+    h1, h2, h3, h4 = (f"{i:032x}" for i in range(1, 5))
     with psycopg.connect(db.libpq_url(url), autocommit=True) as conn:
         conn.execute("INSERT INTO warm_outbox (source_id, url_hashes) "
-                     "VALUES ('a', ARRAY['h1', 'h2']), ('b', ARRAY['h3'])")
+                     f"VALUES ('a', '{{{h1},{h2}}}'), ('b', '{{{h3}}}')")
     command.downgrade(cfg, "0017")
     with psycopg.connect(db.libpq_url(url), autocommit=True) as conn:
         got = conn.execute("SELECT url_hash, source_id FROM warm_outbox ORDER BY id").fetchall()
-        assert got == [("h1", "a"), ("h2", "a"), ("h3", "b")]
-        conn.execute("INSERT INTO warm_outbox (url_hash) VALUES ('h4')")
+        assert got == [(h1, "a"), (h2, "a"), (h3, "b")]
+        conn.execute("INSERT INTO warm_outbox (url_hash) VALUES (%s)", (h4,))
     await rt.prepare()
     with psycopg.connect(db.libpq_url(url)) as conn:
         got = conn.execute("SELECT url_hashes, source_id FROM warm_outbox ORDER BY id").fetchall()
-        assert got == [(["h1"], "a"), (["h2"], "a"), (["h3"], "b"), (["h4"], None)]
+        assert got == [([h1], "a"), ([h2], "a"), ([h3], "b"), ([h4], None)]
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("INSERT INTO warm_outbox (url_hashes) VALUES ('{}')")

@@ -108,5 +108,5 @@ def staged_fetches(tasks: Any, worker: str = "w1") -> list[Any]:
                      headers={}, content_type="text/html", body=b"<html>hi</html>",
                      elapsed_ms=1.0, trace_id="x", worker=worker, kind="item", success=True),
         outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
-        content_hash="c", etag=None, last_modified=None, succeeded=True, fetched_at=now,
+        content_hash="0c" * 16, etag=None, last_modified=None, succeeded=True, fetched_at=now,
         status=200, body_bytes=15) for t in tasks]

@@ -72,7 +72,7 @@ def _claimed(rows: Sequence[tuple]) -> list[ClaimedTask]:  # type: ignore[type-a
 # inserts, so only tasks that existed before are touched).
 _ENQUEUE = (
     "WITH batch AS (SELECT DISTINCT ON (source_id, url_hash) * FROM unnest(%(source)b::text[], "
-    "%(url)b::text[], %(hash)b::text[], %(kind)b::text[], %(priority)b::int2[], "
+    "%(url)b::text[], %(hash)b::uuid[], %(kind)b::text[], %(priority)b::int2[], "
     "%(due)b::timestamptz[], %(depth)b::int4[], %(trace)b::text[]) AS n(source_id, url, "
     "url_hash, kind, priority, due_at, depth, trace_id) ORDER BY source_id, url_hash, "
     "priority DESC), "
@@ -140,7 +140,7 @@ class Ledger:
             return set()
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT url_hash FROM task_keys WHERE source_id = %s AND url_hash = ANY(%b)",
+                "SELECT url_hash FROM task_keys WHERE source_id = %s AND url_hash = ANY(%b::uuid[])",
                 (source_id, list(url_hashes)))
             return {str(h) for (h,) in await cur.fetchall()}
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold import fingerprints
 from stratacrawl.cold.db import libpq_url
+
+fingerprints.register()   # every connection loads a fingerprint as hex (see there)
 
 PLANNER = "-c random_page_cost=1.1"
 

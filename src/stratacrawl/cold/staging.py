@@ -112,8 +112,8 @@ LANDING_COLUMNS = ("fetched_at", "fetch_key", "o_task", "o_state", "o_status", "
                    "l_status", "l_length", "etag", "last_modified", "content_hash",
                    "canonical_url")
 LANDING_TYPES = ("timestamptz", "text", "int8", "text", "int4", "text", "timestamptz",
-                 "float4", "bool", "text", "bool", "timestamptz", "int4", "int4", "text",
-                 "text", "text", "text")
+                 "float4", "bool", "uuid", "bool", "timestamptz", "int4", "int4", "text",
+                 "text", "uuid", "text")
 
 
 def _temp_table(name: str, columns: Sequence[str], types: Sequence[str]) -> str:
@@ -224,7 +224,7 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
         inserted -= cur.rowcount
     if failed:
         await conn.execute("UPDATE url_state SET retry_count = retry_count + 1 "
-                           "WHERE url_hash = ANY(%b)", (failed,))
+                           "WHERE url_hash = ANY(%b::uuid[])", (failed,))
     return inserted
 
 

@@ -25,7 +25,7 @@ async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
-            "WHERE url_hash = ANY(%b)", (list(url_hashes),))
+            "WHERE url_hash = ANY(%b::uuid[])", (list(url_hashes),))
         rows = await cur.fetchall()
     return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
 
@@ -36,7 +36,7 @@ async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict
         return {}
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%b) "
+            "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%b::uuid[]) "
             "AND http_status IS NOT NULL", (list(url_hashes),))
         return {str(h): int(s) for h, s in await cur.fetchall()}
 
@@ -59,17 +59,21 @@ async def knows_no_url(pool: AsyncConnectionPool) -> bool:
 
 
 # -- recovery -------------------------------------------------------------------------------
+ALL_FINGERPRINTS_RAW = "SELECT uuid_send(url_hash) FROM url_state"   # bytea: 16 bytes each
+
 @contextlib.asynccontextmanager
 async def all_url_hashes(pool: AsyncConnectionPool, chunk: int
-                         ) -> AsyncIterator[AsyncIterator[list[str]]]:
-    """Every URL fingerprint cold knows, ``chunk`` at a time (a server-side cursor)."""
+                         ) -> AsyncIterator[AsyncIterator[bytes]]:
+    """Every URL fingerprint cold knows, ``chunk`` at a time (a server-side cursor), each
+    chunk the fingerprints' 16 raw bytes one after the other (no string per URL: a
+    rebuild of the Bloom filter reads every known URL)."""
     async with (pool.connection() as conn, conn.transaction(),
-                conn.cursor(name="url_hashes") as cur):
-        await cur.execute("SELECT url_hash FROM url_state")
+                conn.cursor(name="url_hashes", binary=True) as cur):
+        await cur.execute(ALL_FINGERPRINTS_RAW)
 
-        async def chunks() -> AsyncIterator[list[str]]:
+        async def chunks() -> AsyncIterator[bytes]:
             while rows := await cur.fetchmany(chunk):
-                yield [r[0] for r in rows]
+                yield b"".join(r[0] for r in rows)
 
         yield chunks()
 
@@ -148,9 +152,9 @@ async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, dat
     entries done (one transaction)."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(
-            "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%b::text[]) AS h, "
+            "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%b::uuid[]) AS h, "
             "unnest(%b::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
-            "AND u.url_hash = ANY(%b)",
+            "AND u.url_hash = ANY(%b::uuid[])",
             ([h for h, _ in synced], [at for _, at in synced], [h for h, _ in synced]))
         await conn.execute("DELETE FROM warm_outbox WHERE id = ANY(%b::bigint[])", (list(outbox_ids),))
 
@@ -163,7 +167,7 @@ async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int
         cur = await conn.execute(
             "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
             "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
-            "unnest(%b::text[]) AS fp, unnest(%b::int[]) AS h, unnest(%b::float8[]) AS la) v "
+            "unnest(%b::uuid[]) AS fp, unnest(%b::int[]) AS h, unnest(%b::float8[]) AS la) v "
             "WHERE u.url_hash = v.fp", (fps, hits, last_access))
         return cur.rowcount
 
@@ -174,5 +178,5 @@ async def last_used(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
-            "WHERE url_hash = ANY(%b)", (list(url_hashes),))
+            "WHERE url_hash = ANY(%b::uuid[])", (list(url_hashes),))
         return {str(h): at for h, at in await cur.fetchall()}

@@ -121,9 +121,12 @@ class BloomFilter:
     def key(self, shard: int) -> str:
         return hot_keys.bloom_shard(self.name, shard)
 
-    def positions(self, fingerprints: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(shard per URL, k positions per URL) by double hashing of the fingerprint."""
-        raw = bytes.fromhex("".join(fingerprints))
+    def positions(self, fingerprints: Sequence[str] | bytes
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(shard per URL, k positions per URL) by double hashing of the fingerprint;
+        ``fingerprints`` as hex strings or as their 16 raw bytes each, concatenated."""
+        raw = fingerprints if isinstance(fingerprints, bytes) else bytes.fromhex(
+            "".join(fingerprints))
         halves = np.frombuffer(raw, dtype=">u8").reshape(-1, 2).astype(np.uint64)
         h1, h2 = halves[:, 0], halves[:, 1] | np.uint64(1)
         shard = (h1 % np.uint64(self.spec.shards)).astype(np.int64)
@@ -234,7 +237,7 @@ class BloomFilter:
         """``check_and_add`` plus whether the filter is ready, in the same round trip."""
         return await self._run_ready(fingerprints, add=True, with_ready=True)
 
-    async def add_all(self, chunks: AsyncIterator[Sequence[str]]) -> int:
+    async def add_all(self, chunks: AsyncIterator[Sequence[str] | bytes]) -> int:
         """Add every fingerprint ``chunks`` yields, the bulk way (a rebuild from cold):
         the bits are set in a local copy of each shard, which is then OR-ed into Redis
         (written to a scratch key in the shard's slot, ``BITOP OR`` into the shard, scratch
@@ -250,7 +253,7 @@ class BloomFilter:
             shard, pos = self.positions(fingerprints)
             for s, bitmap in enumerate(local):
                 set_bits(bitmap, pos if self.spec.shards == 1 else pos[shard == s])
-            added += len(fingerprints)
+            added += len(pos)
         for s, bitmap in enumerate(local):
             await self._or_into(self.key(s), bitmap)
         return added

@@ -208,7 +208,7 @@ async def test_a_large_refill_is_bounded_and_finished_by_demotion(
     async with comps.pool.connection() as conn:   # URLs cold says warm holds; warm is empty
         await conn.execute(
             "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
-            "warm_synced_at) SELECT md5(i::text), 's1', 'http://s1.test/p/' || i, now(), 200, "
+            "warm_synced_at) SELECT md5(i::text)::uuid, 's1', 'http://s1.test/p/' || i, now(), 200, "
             "now() FROM generate_series(1, %s) AS i", (n,))
     step = next(s for s in (await comps.recovery().run()).steps
                 if s.name.startswith("re-index warm"))

@@ -56,7 +56,7 @@ def test_spool_files_are_data_and_files_of_the_previous_format_still_read(
     from stratacrawl.cold.tasks import Outcome, TaskState
     from stratacrawl.staging.spool import MAGIC, decode
 
-    tasks = [SimpleNamespace(id=i, source_id="s1", url=f"http://a.test/{i}", url_hash=f"h{i}")
+    tasks = [SimpleNamespace(id=i, source_id="s1", url=f"http://a.test/{i}", url_hash=f"{i:032x}")
              for i in range(3)]
     items = staged_fetches(tasks)
     items[1].outcome = Outcome(1, TaskState.RETRY_WAIT, 503, "http-503",

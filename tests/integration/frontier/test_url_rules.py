@@ -153,7 +153,7 @@ async def test_rel_canonical_is_evidence_and_contradictory_links_are_ignored_and
             await conn.execute(
                 "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
                 "last_crawled, canonical_url) VALUES (%s, 's', %s, %s, %s, now(), %s)",
-                (canonical_fingerprint(canonicalize(url)), url, status, f"bytes-{n}", canonical))
+                (canonical_fingerprint(canonicalize(url)), url, status, f"{n:032x}", canonical))
     miner = UrlRules(pool=comps.pool, redis=comps.redis)
     assert await miner.mine("s", force=True)
     rules = {r.rule: r for r in await load_rules(comps.pool, "s")}
@@ -178,9 +178,9 @@ async def test_the_miner_reads_url_state_once_then_follows_the_outbox(
             await conn.execute(
                 "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
                 "last_crawled) VALUES (%s, %s, %s, 200, %s, now() + make_interval(secs => %s))",
-                (fingerprint(url), source, url, f"c{n}", n))
+                (fingerprint(url), source, url, f"{n:032x}", n))
             await conn.execute("INSERT INTO warm_outbox (url_hashes, source_id) "
-                               "VALUES (ARRAY[%s], %s)", (fingerprint(url), source))
+                               "VALUES (ARRAY[%s::uuid], %s)", (fingerprint(url), source))
 
     for n in range(5):
         await page(f"http://a.test/{n}", "a", n)

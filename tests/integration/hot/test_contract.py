@@ -178,7 +178,7 @@ async def test_eviction_and_write_back_see_every_key(hot_comps: Components) -> N
         await conn.execute(
             "INSERT INTO url_state (url_hash, url, source_id, hits, last_access) "
             "SELECT fp, 'https://x.test/' || fp, 's', 0, to_timestamp(0) "
-            "FROM unnest(%s::text[]) AS fp", (fps,))
+            "FROM unnest(%s::uuid[]) AS fp", (fps,))
     await c.hot_urls.record([], {fp: {"h": i % 50, "la": 1000.0 + i}
                                  for i, fp in enumerate(fps)})
     assert await write_back_access(c.redis, c.pool, batch=500) == 3000

@@ -137,7 +137,7 @@ async def test_tasks_failed_by_a_tier_outage_are_queued_again(comps: Components)
     from stratacrawl.cold.tasks import NewTask
     from stratacrawl.tiers.compensation import compensate
 
-    await comps.frontier.add([NewTask("s", f"http://h/{i}", f"fp{i}") for i in range(3)])
+    await comps.frontier.add([NewTask("s", f"http://h/{i}", f"{i:032x}") for i in range(3)])
     async with comps.pool.connection() as conn:
         await conn.execute(
             "UPDATE tasks SET state = 'FAILED', attempts = 1, finished_at = now(), "

@@ -149,7 +149,7 @@ async def test_hot_eviction_keeps_the_hot_and_writes_back(comps: Components) -> 
     fps = [f"{i:032x}" for i in range(4000)]
     async with comps.pool.connection() as conn:
         await conn.execute("INSERT INTO url_state (url_hash, source_id, url, last_access) "
-                           "SELECT unnest(%s::text[]), 's', 'http://h/', now() - interval '2 days'",
+                           "SELECT unnest(%s::uuid[]), 's', 'http://h/', now() - interval '2 days'",
                            (fps,))
     # the first 100 are used often and lately; the rest once, a day ago
     entries = {fp: {"h": 50 if i < 100 else 1, "la": now if i < 100 else now - 86400,
@@ -191,22 +191,23 @@ async def test_staging_retention_keeps_snapshots(comps: Components) -> None:
 
 
 async def test_compensation_reschedules_overdue_and_releases_parked(comps: Components) -> None:
+    h1, h2, h3, h4 = (f"{i:032x}" for i in range(1, 5))
     async with comps.pool.connection() as conn:
         await conn.execute(
             "INSERT INTO tasks (source_id, url, url_hash, state, due_at, priority) VALUES "
-            "('a', 'http://a/1', 'h1', 'PENDING', now() - interval '10 hours', 5), "
-            "('a', 'http://a/2', 'h2', 'RETRY_WAIT', now() + interval '3 days', 5), "
-            "('a', 'http://a/3', 'h3', 'PENDING', now(), 5), "
-            "('b', 'http://b/1', 'h4', 'LEASED', now(), 5)")
+            f"('a', 'http://a/1', '{h1}', 'PENDING', now() - interval '10 hours', 5), "
+            f"('a', 'http://a/2', '{h2}', 'RETRY_WAIT', now() + interval '3 days', 5), "
+            f"('a', 'http://a/3', '{h3}', 'PENDING', now(), 5), "
+            f"('b', 'http://b/1', '{h4}', 'LEASED', now(), 5)")
         await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 minute' "
-                           "WHERE url_hash = 'h4'")
+                           "WHERE url_hash = %s", (h4,))
     report = await compensate(comps.frontier, overdue_after=timedelta(hours=6))
     assert (report["a"].rescheduled, report["a"].released, report["b"].reclaimed) == (1, 1, 1)
     async with comps.pool.connection() as conn:
         rows = dict(await (await conn.execute(
             "SELECT url_hash, (priority, due_at <= now(), state) FROM tasks")).fetchall())
-    assert rows["h1"] == ("6", "t", "PENDING") and rows["h2"] == ("5", "t", "RETRY_WAIT")
-    assert rows["h4"] == ("5", "t", "PENDING")
+    assert rows[h1] == ("6", "t", "PENDING") and rows[h2] == ("5", "t", "RETRY_WAIT")
+    assert rows[h4] == ("5", "t", "PENDING")
     assert sum(report["a"].unfinished.values()) == 3
 
 
@@ -221,11 +222,11 @@ async def test_demotion_consumes_whole_outbox_entries(comps: Components) -> None
     async with comps.pool.connection() as conn:
         await conn.execute(
             "INSERT INTO url_state (url_hash, source_id, url, http_status, last_crawled) "
-            "SELECT h, 'a', 'http://a.test/' || n, 200, now() FROM unnest(%s::text[]) "
+            "SELECT h, 'a', 'http://a.test/' || n, 200, now() FROM unnest(%s::uuid[]) "
             "WITH ORDINALITY AS x(h, n)", (hashes,))
         for entry in (hashes[:5], hashes[5:6], hashes[6:]):
             await conn.execute("INSERT INTO warm_outbox (source_id, url_hashes) "
-                               "VALUES ('a', %s)", (entry,))
+                               "VALUES ('a', %s::uuid[])", (entry,))
     first = await unsynced(comps.pool, 3)
     assert [e[1] for e in first] == hashes[:5] and len({e[0] for e in first}) == 1
     assert [e[1] for e in await unsynced(comps.pool, 6)] == hashes[:6]
