@@ -177,6 +177,68 @@ async def comps(rt: Runtime) -> AsyncIterator[object]:
         yield c
 
 
+# -- the cold tier's contract: the system PostgreSQL and the embedded one ----------------
+
+COLD_TIERS = ("system-postgres", "embedded-postgres")
+
+
+@pytest.fixture(scope="session")
+def embedded_postgres(tier_endpoints: Endpoints,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The embedded PostgreSQL's admin URL: the session's own when it is the embedded one,
+    else one started for this session (per xdist worker)."""
+    if "postgres" in tier_endpoints.embedded:
+        yield tier_endpoints.database_url
+        return
+    state = tmp_path_factory.mktemp("embedded-postgres")
+    with Services(Settings(state_dir=state), tiers=("postgres",)) as endpoints:
+        yield endpoints.database_url
+
+
+_cold_templates: dict[str, str] = {}
+
+
+def _fresh_database(admin_url: str) -> Iterator[str]:
+    """A database migrated to head on the server of ``admin_url`` (cloned from a template
+    this session migrated once there), dropped afterwards."""
+    admin = db.libpq_url(admin_url)
+    if admin not in _cold_templates:
+        name = f"{TEMPLATE_DB}_{_worker_index()}_cold{len(_cold_templates)}"
+        db.migrate(db.recreate_database(admin, name))
+        _cold_templates[admin] = name
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_cold_templates[admin]}"')
+    yield db.with_database(admin, name)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=COLD_TIERS)
+def cold_settings(request: pytest.FixtureRequest, settings: Settings,
+                  tier_endpoints: Endpoints) -> Iterator[Settings]:
+    """This test's settings on the system PostgreSQL (15 on this machine kind), then on
+    the embedded PostgreSQL (16, pgserver): a test over ``cold_comps`` is a contract both
+    keep. Without a system PostgreSQL (a fresh machine) only the embedded one runs."""
+    if request.param == "system-postgres":
+        if "postgres" in tier_endpoints.embedded:
+            pytest.skip("no system PostgreSQL here: the session runs on the embedded one")
+        yield settings
+        return
+    admin = request.getfixturevalue("embedded_postgres")
+    for url in _fresh_database(admin):
+        yield settings.model_copy(update={"database_url": url})
+
+
+@pytest.fixture
+async def cold_comps(cold_settings: Settings,
+                     tier_endpoints: Endpoints) -> AsyncIterator[object]:
+    """Open components (small Bloom filter) on ``cold_settings``' PostgreSQL."""
+    async with prepared_runtime(cold_settings, tier_endpoints.embedded) as runtime, \
+            small_components(runtime) as c:
+        yield c
+
+
 # -- Redis Cluster: the hot tier's cluster path ------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -23,32 +23,6 @@ async def test_prepare_is_idempotent_and_creates_schema(rt: Runtime) -> None:
     assert all(v == 0 for v in inv.cold_rows.values())
 
 
-async def test_fingerprints_are_stored_as_uuid_and_read_as_hex(rt: Runtime) -> None:
-    """Every way a fingerprint reaches cold and comes back: a text parameter, a binary
-    array parameter, a binary COPY; loaded as text, in binary and in arrays: the same
-    32-character hex string."""
-    from stratacrawl.cold.pool import make_pool
-
-    fps = [fingerprint(f"http://x.test/{i}") for i in range(3)]
-    async with make_pool(rt.database_url, max_size=1) as pool, pool.connection() as conn:
-        await conn.execute("INSERT INTO url_state (url_hash, source_id, url, content_hash) "
-                           "VALUES (%s, 's', 'http://x.test/0', %s)", (fps[0], fps[1]))
-        async with conn.cursor().copy("COPY url_state (url_hash, source_id, url) FROM STDIN "
-                                      "(FORMAT BINARY)") as copy:
-            copy.set_types(["uuid", "text", "text"])
-            await copy.write_row((fps[1], "s", "http://x.test/1"))
-        assert await (await conn.execute("SELECT pg_typeof(url_hash)::text FROM url_state "
-                                         "LIMIT 1")).fetchone() == ("uuid",)
-        for binary in (False, True):
-            cur = conn.cursor(binary=binary)
-            await cur.execute("SELECT url_hash, content_hash, ARRAY[url_hash] FROM url_state "
-                              "WHERE url_hash = ANY(%b::uuid[]) ORDER BY url", (fps,))
-            assert await cur.fetchall() == [(fps[0], fps[1], [fps[0]]), (fps[1], None, [fps[1]])]
-        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
-            await conn.execute("INSERT INTO url_state (url_hash, source_id, url) "
-                               "VALUES ('not-a-fingerprint', 's', 'http://x.test/2')")
-
-
 async def test_partition_helpers_create_day_partitions(rt: Runtime) -> None:
     url = db.libpq_url(rt.database_url)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
