@@ -103,16 +103,21 @@ def template_db(tier_endpoints: Endpoints) -> str:
     return name
 
 
-@pytest.fixture
-def database_url(tier_endpoints: Endpoints, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for this test; dropped afterwards."""
-    admin = db.libpq_url(tier_endpoints.database_url)
+def _cloned_database(admin_url: str, template: str) -> Iterator[str]:
+    """A database cloned from ``template`` on the server of ``admin_url``; dropped after."""
+    admin = db.libpq_url(admin_url)
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     yield db.with_database(admin, name)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(tier_endpoints: Endpoints, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test; dropped afterwards."""
+    yield from _cloned_database(tier_endpoints.database_url, template_db)
 
 
 @pytest.fixture
@@ -206,12 +211,7 @@ def _fresh_database(admin_url: str) -> Iterator[str]:
         name = f"{TEMPLATE_DB}_{_worker_index()}_cold{len(_cold_templates)}"
         db.migrate(db.recreate_database(admin, name))
         _cold_templates[admin] = name
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_cold_templates[admin]}"')
-    yield db.with_database(admin, name)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    yield from _cloned_database(admin, _cold_templates[admin])
 
 
 @pytest.fixture(params=COLD_TIERS)
