@@ -457,7 +457,10 @@ class FetchWorker:
         started = 0
         results = await asyncio.gather(*(claim(s) for s in wanted), return_exceptions=True)
         for source, claimed in zip(wanted, results, strict=True):
-            if isinstance(claimed, BaseException):  # a tier hiccup: this source waits a bit
+            if isinstance(claimed, TIER_DOWN):  # our tier went away: claims pause
+                self.outage.failed(claimed)
+                continue
+            if isinstance(claimed, BaseException):  # a hiccup: this source waits a bit
                 log.warning("fetch: cannot claim for %s (%r); retrying", source.id, claimed)
                 self._skip_until[source.id] = now + 1.0
                 continue

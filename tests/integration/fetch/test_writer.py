@@ -117,6 +117,30 @@ async def test_batches_of_one_source_share_one_client_and_close_it(comps: Compon
     assert worker.clients == {}
 
 
+async def test_a_claim_refused_by_postgresql_pauses_claims_and_gives_the_slot_back(
+        comps: Components, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL shutting down answers a claim with AdminShutdown: that is our tier away,
+    not one source's hiccup, so the worker pauses every claim until it answers again."""
+    import psycopg
+
+    from stratacrawl.sources import parse_sources
+
+    sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://127.0.0.1:9/"]}]})
+    worker = comps.fetch_worker(sources=sources, writer=_writer(comps, tmp_path, "w1"),
+                                worker_id="w1")
+
+    async def refused(*_: object) -> None:
+        raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+
+    monkeypatch.setattr(comps.frontier, "claim", refused)
+    try:
+        assert await worker._start_batches() == 0
+        assert worker.outage.down and worker.outage.tier == "PostgreSQL"
+        assert worker.slots == {}                    # the slot taken for the claim is back
+    finally:
+        await worker.close()
+
+
 async def test_a_list_page_lands_without_waiting_for_a_full_flush(comps: Components,
                                                                   tmp_path: Path) -> None:
     items = await _claimed(comps, 3, "w1")
