@@ -167,6 +167,9 @@ class Cleaner:
                     stats.cache_hits += 1
                     found, encoding = _from_cache(hit)
                 else:
+                    refusal = self._extractors[c.source_id].refusal(c.content_type)
+                    if refusal is not None:
+                        raise FormatError(refusal, url=page_url)
                     body = decode_body(c.body, c.body_encoding)
                     page = Page(page_url, c.content_type, body)
                     try:

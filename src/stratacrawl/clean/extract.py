@@ -90,8 +90,20 @@ def _same_host_url(candidate: str | None, page_url: str) -> str | None:
 class Extractor(ABC):
     """Fields of the records on one page; see the module docstring for the contract."""
 
+    # What the extractor can read, by media type: markup (HTML, XHTML, XML) for selectors
+    # and article extraction, text as a mislabelled page might be, and pages that declare
+    # no type. An image, a PDF or an archive is refused before its body is decompressed.
+    reads: tuple[str, ...] = ("html", "xml", "text/")
+
     @abstractmethod
     def extract(self, page: Page) -> list[Extracted]: ...
+
+    def refusal(self, content_type: str | None) -> str | None:
+        """Why a page of ``content_type`` cannot yield a record here (None: it may)."""
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        if not media or any(r in media for r in self.reads):
+            return None
+        return f"content type {media} is not one this source's extractor reads"
 
 
 class _HtmlRules:
@@ -205,6 +217,8 @@ def _path(doc: Any, dotted: str) -> Any:
 
 class JsonExtractor(Extractor):
     """``kind: json``: the page is one object, or ``items`` points at a list of them."""
+
+    reads = ("json", "javascript", "text/")
 
     def __init__(self, config: JsonExtract) -> None:
         self.config = config

@@ -20,11 +20,15 @@ from stratacrawl.errors import TIER_ERROR_NAMES
 
 
 def _claim_columns(t: str = "tasks") -> str:
-    """The ``RETURNING`` list of a claim, in ``ClaimedTask`` order; a recurring task also
-    brings the content fingerprint of its last fetch (to tell whether it changed)."""
+    """The ``RETURNING`` list of a claim, in ``ClaimedTask`` order. A task fetched before
+    — recurring, queued again as stale, or retried; ``attempts`` is this claim's count —
+    also brings the content fingerprint of its URL's last fetch, to tell whether the page
+    changed (an unchanged page is neither discovered nor extracted again). A task claimed
+    for the first time, most of them, costs no URL-state lookup."""
     cols = ("id, source_id, url, url_hash, kind, priority, attempts, depth, lease_owner, "
             "lease_expires_at, trace_id, recrawl_s").split(", ")
-    return (", ".join(f"{t}.{c}" for c in cols) + f", CASE WHEN {t}.recrawl_s IS NOT NULL THEN "
+    return (", ".join(f"{t}.{c}" for c in cols) + f", CASE WHEN {t}.recrawl_s IS NOT NULL "
+            f"OR {t}.attempts > 1 THEN "
             f"(SELECT u.content_hash FROM url_state u WHERE u.url_hash = {t}.url_hash) END")
 
 

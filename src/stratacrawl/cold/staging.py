@@ -83,6 +83,13 @@ def to_discover(success: bool, kind: str, body: bytes, same_as_last: bool) -> bo
     return bool(success and kind in LISTS and body and not same_as_last)
 
 
+def clean_state_of(success: bool, kind: str, body: bytes, same_as_last: bool) -> str:
+    """A new staging row's ``clean_state`` (see :func:`make_row`)."""
+    if not (success and kind == "item" and body):
+        return "skipped"
+    return "unchanged" if same_as_last else "new"
+
+
 def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: int,
              attempt: int, url: str, final_url: str | None, status: int | None,
              headers: dict[str, str], content_type: str | None, body: bytes,
@@ -91,8 +98,11 @@ def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: i
              discovered: bool = False) -> tuple[Any, ...]:
     """A staging row; the body is stored zstd-compressed (level 1: cheap, ~4x smaller).
     A list page waits for discovery unless ``discovered`` (its links are in the frontier
-    already) or ``same_as_last`` (the body its last fetch had: nothing new to find)."""
-    clean_state = "new" if success and kind == "item" and body else "skipped"
+    already) or ``same_as_last`` (the body its last fetch had: nothing new to find). An
+    item page waits for cleaning (``new``) unless it is ``same_as_last`` (``unchanged``:
+    its records came from the same body already) or there is nothing to clean
+    (``skipped``: a failure, a 304, an empty body, not an item page)."""
+    clean_state = clean_state_of(success, kind, body, same_as_last)
     discovered_at = None if to_discover(success, kind, body, same_as_last) and not discovered \
         else fetched_at
     return (fetched_at, fetch_key, source_id, task_id, attempt, url, final_url, status,
@@ -292,12 +302,13 @@ async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int
 
 
 async def requeue_for_cleaning(pool: AsyncConnectionPool, source_id: str, day: date) -> int:
-    """A source-day's cleaned (or failed) item pages back in the cleaning queue."""
+    """A source-day's cleaned, failed and unchanged item pages back in the cleaning queue
+    (after a rule fix an unchanged page may yield what its earlier fetch did not)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
             "UPDATE staging SET clean_state = 'new', clean_error = NULL "
             "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
-            "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error')",
+            "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error', 'unchanged')",
             (source_id, day, day))
         return cur.rowcount
 

@@ -352,3 +352,74 @@ async def test_bodies_are_read_by_their_rows_encoding(comps: Components, site) -
         assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99
     with pytest.raises(ValueError, match="unknown encoding 'brotli'"):
         decode_body(b"x", "brotli")
+
+
+async def test_an_unchanged_page_is_not_extracted_again_nor_a_json_page_by_selectors(
+        comps: Components) -> None:
+    """Item pages fetched twice: the one whose body did not change is staged ``unchanged``
+    and not cleaned again (its records came from the same body); the changed one is
+    cleaned again; a JSON page of a source of CSS rules is a format error named by its
+    content type, without being parsed. A re-clean of the day takes the unchanged page too."""
+    from aiohttp import web
+
+    from stratacrawl.cold.tasks import NewTask
+    from stratacrawl.services.embedded import free_port
+    from stratacrawl.sources import parse_sources
+    from stratacrawl.urls import canonical_fingerprint
+
+    served = {"n": 0}
+
+    async def item(request: web.Request) -> web.Response:
+        n = request.match_info["n"]
+        if n == "3":
+            return web.json_response({"name": "item 3"})   # JSON, for a rules source
+        served["n"] += 1
+        version = served["n"] if n == "2" else 0   # item 2 changes on every fetch
+        return web.Response(text=f"<html><body><h1>item {n} v{version}</h1></body></html>",
+                            content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/robots.txt", lambda r: web.Response(status=404))
+    app.router.add_get("/", lambda r: web.Response(text="".join(
+        f'<a href="/item/{k}">{k}</a>' for k in (1, 2, 3)), content_type="text/html"))
+    app.router.add_get("/item/{n}", item)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    base = f"http://127.0.0.1:{port}"
+    sources = parse_sources({"sources": [{
+        "id": "s", "seeds": [f"{base}/"], "items": ["/item/"], "allow_private_networks": True,
+        "rate": 50, "sitemaps": False,
+        "extract": {"kind": "rules", "fields": {"name": {"css": "h1"}}}}]})
+    cleaner = Cleaner(pool=comps.pool, redis=None, sources=sources)   # no parse cache
+
+    async def states() -> dict[str, list[tuple[str, str | None]]]:
+        async with comps.pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT url, clean_state, clean_error FROM staging WHERE kind = 'item' "
+                "ORDER BY fetched_at, id")).fetchall()
+        out: dict[str, list[tuple[str, str | None]]] = {}
+        for url, state, error in rows:
+            out.setdefault(url.rsplit("/", 1)[1], []).append((state, error))
+        return out
+
+    try:
+        await crawl(comps, sources, until_idle=True, seconds=30, flush_s=0.3)
+        first = await cleaner.run()
+        assert first.pages == 3 and first.inserted == 2
+        again = [f"{base}/item/{k}" for k in (1, 2)]     # stale: due for a re-crawl
+        assert await comps.frontier.add([NewTask("s", u, canonical_fingerprint(u))
+                                         for u in again], on_conflict="requeue") == 2
+        await crawl(comps, sources, until_idle=True, seconds=30, flush_s=0.3)
+    finally:
+        await runner.cleanup()
+    second = await cleaner.run()
+    assert second.pages == 1 and second.inserted == 1        # only the changed page
+    got = await states()
+    assert got["1"] == [("cleaned", None), ("unchanged", None)]
+    assert got["2"] == [("cleaned", None), ("cleaned", None)]
+    assert got["3"] == [("format_error", "content type application/json is not one this "
+                                         "source's extractor reads")]
+    assert await cleaner.reclean("s", datetime.now(UTC).date()) == 5
+    assert (await cleaner.run()).pages == 5

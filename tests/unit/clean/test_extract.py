@@ -135,3 +135,23 @@ def test_required_fields_must_be_extracted() -> None:
     with pytest.raises(SourcesError, match=r"required field\(s\) \['price'\] are not extracted"):
         parse_sources({"sources": [{"id": "s", "seeds": ["http://h/"], "required": ["price"],
                                     "extract": {"kind": "rules", "fields": {"n": {"css": "h1"}}}}]})
+
+
+@pytest.mark.parametrize(("extract", "content_type", "refused"), [
+    ({"kind": "rules", "fields": {"n": {"css": "h1"}}}, "text/html; charset=utf-8", False),
+    ({"kind": "rules", "fields": {"n": {"css": "h1"}}}, "application/xhtml+xml", False),
+    ({"kind": "rules", "fields": {"n": {"css": "h1"}}}, None, False),
+    ({"kind": "rules", "fields": {"n": {"css": "h1"}}}, "application/json", True),
+    ({"kind": "article"}, "application/ld+json", True),
+    ({"kind": "article"}, "text/plain", False),
+    ({"kind": "json"}, "application/json", False),
+    ({"kind": "json"}, "text/javascript", False),
+    ({"kind": "json"}, "text/html", False),          # a mislabelled API answer is tried
+    ({"kind": "json"}, "application/rss+xml", True),
+])
+def test_a_page_of_a_type_the_extractor_cannot_read_is_refused_by_its_type(
+        extract: dict[str, object], content_type: str | None, refused: bool) -> None:
+    why = extractor_for(source(**extract)).refusal(content_type)
+    assert (why is not None) == refused
+    if refused:
+        assert (content_type or "").split(";")[0] in why
