@@ -40,6 +40,7 @@ from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, load_sources, parse_sources
+from stratacrawl.tuning import tune_long_running
 
 FIGURES = ("clean_rules_pages_per_core_s",
            "clean_article_pages_per_core_s",
@@ -112,6 +113,7 @@ def _baseline_article(pages: list[tuple[str, bytes]]) -> float:
 
 
 def run(size: Size = "full") -> Iterator[Figure]:
+    tune_long_running()  # as `stratacrawl clean` does (the baselines run in the same process)
     specs = build_specs(3, 21)
     sources = parse_sources(sources_document(specs))
     products = next(s for s in specs if s.kind == "products")

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from psycopg_pool import AsyncConnectionPool
 
@@ -146,7 +146,7 @@ class Cleaner:
                                hashlib.blake2b(c.body or b"", digest_size=16).hexdigest())
                 for c in claimed]
         cached = await self._cache_get(keys)
-        fresh: dict[str, str] = {}
+        fresh: dict[str, bytes] = {}
         records: list[Record] = []
         outcomes: list[tuple[str, str | None, str | None]] = []
         # Extraction is synchronous; between pages it lets the previous batch's landing
@@ -179,7 +179,7 @@ class Cleaner:
                         # the extractor decoded it (cached on the page); a page it did
                         # not read as text (none so far) is decoded here
                         encoding = page.decoded[1] if body else None
-                    fresh[key] = json.dumps({"encoding": encoding, "records": [
+                    fresh[key] = orjson.dumps({"encoding": encoding, "records": [
                         [e.fields, e.canonical_url] for e in found]})
             except FormatError as e:
                 s.format_errors += 1
@@ -213,7 +213,7 @@ class Cleaner:
             log.warning("clean: parse cache unavailable (%s)", e)
             return [None] * len(keys)
 
-    async def _cache_put(self, entries: dict[str, str]) -> None:
+    async def _cache_put(self, entries: dict[str, bytes]) -> None:
         if self.cache is None or not entries:
             return
         try:
@@ -275,7 +275,7 @@ class Cleaner:
 def _from_cache(hit: str | bytes) -> tuple[list[Extracted], str | None]:
     """A parse-cache entry: the records and the encoding (entries written before the
     encoding was kept are a bare list of records)."""
-    value = json.loads(hit)
+    value = orjson.loads(hit)
     if isinstance(value, list):
         return [Extracted(f, u) for f, u in value], None
     return [Extracted(f, u) for f, u in value["records"]], value.get("encoding")

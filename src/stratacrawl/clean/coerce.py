@@ -18,6 +18,9 @@ _SPACE = re.compile(r"\s+")
 # Numbers no locale reads two ways: digits, or digits with one or two decimals after a
 # dot (``1.234`` is not one: price-parser reads it as 1234, a thousands separator).
 _PLAIN_NUMBER = re.compile(r"\d+(?:\.\d{1,2})?")
+# The same, with a currency code or sign before or after it ("EUR 515.69", "$5", "9.90 €"):
+# most prices on product pages, read without price-parser's ~15 µs of pattern search.
+_PLAIN_PRICE = re.compile(r"(?:[A-Z]{3} ?|[$€£¥] ?)?(\d+(?:\.\d{1,2})?)(?: ?[A-Z]{3}| ?[$€£¥])?")
 
 
 def text(value: Any, base_url: str = "") -> str | None:
@@ -35,8 +38,9 @@ def _number(value: Any) -> float | None:
     s = text(value)
     if s is None:
         return None
-    if _PLAIN_NUMBER.fullmatch(s):
-        return float(s)
+    plain = _PLAIN_PRICE.fullmatch(s)
+    if plain is not None:
+        return float(plain.group(1))
     price = Price.fromstring(s)  # knows 1,234.50 from 1.234,50 and stray currency signs
     return float(price.amount) if price.amount is not None else None
 

@@ -5,7 +5,7 @@ when Redis is away the cleaner extracts every page."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.hot.client import HotRedis, mget
@@ -27,7 +27,7 @@ class ParseCache:
     async def get_many(self, keys: Sequence[str]) -> list[str | bytes | None]:
         return await mget(self.redis, keys) if keys else []
 
-    async def put_many(self, entries: dict[str, str]) -> None:
+    async def put_many(self, entries: Mapping[str, str | bytes]) -> None:
         """Store ``entries`` (key → serialized records): one script call per source (the
         keys of a source share a hash tag, so this holds on a Redis Cluster too)."""
         by_tag: dict[str, list[str]] = {}
