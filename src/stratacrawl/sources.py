@@ -166,18 +166,19 @@ class UrlRules(_Strict):
 class Recrawl(_Strict):
     """When a recurring page is fetched again (see ``stratacrawl.frontier.recrawl``): with
     ``adaptive`` each URL's interval shrinks when its content changed since the last fetch
-    and grows when it did not, between the source's ``cadence`` and ``max_interval``;
-    without, every recurring URL is due again each ``cadence``. ``items`` makes item pages
+    and grows when it did not, from the source's ``cadence`` and between ``min_interval``
+    and ``max_interval``; without, every recurring URL is due again each ``cadence``. ``items`` makes item pages
     recur too (prices, stock: pages that change in place); ``daily_budget`` caps the
     re-fetches of the source per UTC day (new URLs are not counted), the rest wait for the
     next day."""
 
     adaptive: bool = True
+    min_interval: str | None = None    # default: half the cadence
     max_interval: str | None = None    # default: a day, or the cadence if that is longer
     items: bool = False
     daily_budget: Annotated[int, Field(ge=0)] | None = None
 
-    _duration = field_validator("max_interval")(_check_duration)
+    _duration = field_validator("min_interval", "max_interval")(_check_duration)
 
 
 class Source(_Strict):
@@ -257,7 +258,18 @@ class Source(_Strict):
         if self.recrawl.max_interval and self.max_interval_td < self.cadence_td:
             raise ValueError(f"recrawl.max_interval {self.recrawl.max_interval!r} is shorter "
                              f"than cadence {self.cadence!r}")
+        if self.recrawl.min_interval and self.min_interval_td > self.cadence_td:
+            raise ValueError(f"recrawl.min_interval {self.recrawl.min_interval!r} is longer "
+                             f"than cadence {self.cadence!r}")
         return self
+
+    @property
+    def min_interval_td(self) -> timedelta:
+        """The shortest re-crawl interval of this source's URLs (adaptive re-crawl: a page
+        that changes on most fetches is fetched more often than the cadence, down to this)."""
+        if self.recrawl.min_interval:
+            return parse_duration(self.recrawl.min_interval)
+        return self.cadence_td / 2
 
     @property
     def max_interval_td(self) -> timedelta:

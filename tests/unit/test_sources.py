@@ -125,7 +125,7 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
         load_sources(path)
 
 
-def test_recrawl_max_interval_is_not_under_the_cadence() -> None:
+def test_recrawl_bounds_enclose_the_cadence() -> None:
     def problems(entry: dict[str, object]) -> list[str]:
         with pytest.raises(SourcesError) as info:
             parse_sources({"sources": [{"id": "s", "seeds": ["http://x/"], **entry}]}, "s.yaml")
@@ -135,8 +135,11 @@ def test_recrawl_max_interval_is_not_under_the_cadence() -> None:
         {"cadence": "2h", "recrawl": {"max_interval": "1h"}}))
     assert any("expected a duration" in p for p in problems({"recrawl": {"max_interval": "soon"}}))
     assert any("daily_budget" in p for p in problems({"recrawl": {"daily_budget": -1}}))
+    assert any("min_interval '3h' is longer than cadence '2h'" in p for p in problems(
+        {"cadence": "2h", "recrawl": {"min_interval": "3h"}}))
     long = parse_sources({"sources": [{"id": "s", "seeds": ["http://x/"], "cadence": "3d"}]})
     assert long.get("s").max_interval_td == timedelta(days=3)
+    assert long.get("s").min_interval_td == timedelta(days=1.5)
 
 
 def test_a_seed_outside_allow_is_refused() -> None:

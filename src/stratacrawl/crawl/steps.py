@@ -158,7 +158,7 @@ async def discover_staged(comps: Components, sources: SourcesFile, limit: int = 
             if hops is not None:
                 hops.add((datetime.now(UTC) - fetched_at).total_seconds() * 1000)
             if source.recrawl.adaptive:
-                grades.append((task_id, page.news, source.cadence_td.total_seconds(),
+                grades.append((task_id, page.news, source.min_interval_td.total_seconds(),
                                source.max_interval_td.total_seconds()))
         await mark_discovered(conn, rows)
     await comps.ledger.grade_lists(grades, SHRINK, GROW)

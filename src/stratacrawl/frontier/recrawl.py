@@ -4,7 +4,7 @@ source that re-crawls them) is fetched again.
 Each recurring task keeps its own interval in the ledger (``tasks.recrawl_s``), starting at
 the source's ``cadence``. After each fetch whose change can be told, the interval is
 multiplied by ``SHRINK`` if the page changed and by ``GROW`` if it did not, and kept
-within ``[cadence, max_interval]``. Unchanged: a 304, or a body with the content
+within ``[min_interval, max_interval]`` (by default half the cadence and a day). Unchanged: a 304, or a body with the content
 fingerprint of the last fetch (read from ``url_state`` when the task is claimed; such a
 list page is not parsed again). Changed: for an item, a different fingerprint; for a list
 page, new links when its new body is discovered (``Ledger.grade_lists``) — a paginated
@@ -16,7 +16,9 @@ settles where a share ``p`` of fetches find a change with
 ``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per change at that
 page's own rate, so a page that changes hourly is fetched about every 28 minutes and one
 that changes weekly about twice a week (or at ``max_interval``), instead of both at the
-cadence. A fetch whose change cannot be told (no fingerprint of the last one) leaves the
+cadence. The floor under the cadence is what keeps items found as early as a fixed
+cadence finds them: the pages that show most new items are fetched more often than the
+cadence, with fetches saved many times over on the pages that rarely change. A fetch whose change cannot be told (no fingerprint of the last one) leaves the
 interval as it is; a list page's first discovery counts as a change.
 
 A source's ``recrawl.daily_budget`` caps its re-fetches per UTC day (first fetches of new
@@ -66,13 +68,18 @@ class Interval:
 def next_interval(source: Source, current_s: float | None, change: bool | None,
                   now: datetime) -> Interval:
     """The interval after a successful fetch: the cadence for a fixed-cadence source and
-    for a page's first fetch; else the current one shrunk on a change, grown without."""
-    floor = source.cadence_td.total_seconds()
-    ceiling = source.max_interval_td.total_seconds()
-    seconds = floor if current_s is None or not source.recrawl.adaptive else current_s
-    if source.recrawl.adaptive and change is not None:
+    for a page's first fetch; else the current one shrunk on a change, grown without,
+    within ``[min_interval, max_interval]``."""
+    cadence = source.cadence_td.total_seconds()
+    if not source.recrawl.adaptive:
+        return Interval(cadence, now + timedelta(seconds=cadence))
+    if current_s is None:   # the first fetch: nothing to compare yet
+        return Interval(cadence, now + timedelta(seconds=cadence))
+    seconds = current_s
+    if change is not None:
         seconds *= SHRINK if change else GROW
-    seconds = min(max(seconds, floor), ceiling)
+    seconds = min(max(seconds, source.min_interval_td.total_seconds()),
+                  source.max_interval_td.total_seconds())
     return Interval(seconds, now + timedelta(seconds=seconds))
 
 

@@ -49,13 +49,23 @@ def test_a_list_that_did_not_change_waits_longer_and_one_that_changed_less() -> 
                        SOURCE, False, NOW, "c1").recrawl_s == 86_400.0
 
 
-def test_a_recurring_item_that_changed_comes_back_sooner_but_not_under_the_cadence() -> None:
+def test_a_recurring_item_that_changed_comes_back_sooner_down_to_min_interval() -> None:
     prices = Source(id="s", seeds=["http://x/"], cadence="30m", recrawl={"items": True})
     new = outcome_for(task("item", recrawl_s=7200.0, content_hash="c1"), result(Kind.OK),
                       prices, False, NOW, "c2")
     assert (new.state, new.recrawl_s, new.changed) == (TaskState.PENDING, 3600.0, True)
+    # a page changing on most fetches goes under the cadence: half of it by default
     assert outcome_for(task("item", recrawl_s=2000.0, content_hash="c1"), result(Kind.OK),
-                       prices, False, NOW, "c2").recrawl_s == 1800.0
+                       prices, False, NOW, "c2").recrawl_s == 1000.0
+    assert outcome_for(task("item", recrawl_s=1000.0, content_hash="c1"), result(Kind.OK),
+                       prices, False, NOW, "c2").recrawl_s == 900.0
+    floor = Source(id="s", seeds=["http://x/"], cadence="30m",
+                   recrawl={"items": True, "min_interval": "20m"})
+    assert outcome_for(task("item", recrawl_s=2000.0, content_hash="c1"), result(Kind.OK),
+                       floor, False, NOW, "c2").recrawl_s == 1200.0
+    # the first fetch has nothing to compare: the cadence
+    assert outcome_for(task("item", content_hash=None), result(Kind.OK), prices, False, NOW,
+                       "c2").recrawl_s == 1800.0
 
 
 def test_an_unknown_last_fingerprint_keeps_the_interval() -> None:
