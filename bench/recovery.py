@@ -40,8 +40,11 @@ async def _populate(c: Components, known: int, queued: int) -> None:
             "SELECT 's' || (i %% %(s)s), 'http://s' || (i %% %(s)s) || '.test/p/' || i, md5(i::text)::uuid, "
             "'item', now() - interval '1 minute' FROM generate_series(1, %(q)s) AS i",
             {"q": queued, "s": SOURCES})
-        await conn.execute("ANALYZE url_state")
-        await conn.execute("ANALYZE tasks")
+        await conn.execute(   # each task's identity, as the ledger's enqueue writes it
+            "INSERT INTO task_keys (source_id, url_hash, task_id) "
+            "SELECT source_id, url_hash, id FROM tasks")
+        for table in ("url_state", "tasks", "task_keys"):
+            await conn.execute(f"ANALYZE {table}")
         # Cold says none of these URLs was synced to warm (warm_synced_at stays NULL), which
         # is what warm holds: recovery finds no week short and re-indexes nothing (not what
         # is timed here; marking them synced made it re-index all of them into warm).
