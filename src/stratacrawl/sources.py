@@ -165,12 +165,12 @@ class UrlRules(_Strict):
 
 class Recrawl(_Strict):
     """When a recurring page is fetched again (see ``stratacrawl.frontier.recrawl``): with
-    ``adaptive`` each URL's interval shrinks when its content changed since the last fetch
-    and grows when it did not, from the source's ``cadence`` and between ``min_interval``
-    and ``max_interval``; without, every recurring URL is due again each ``cadence``. ``items`` makes item pages
-    recur too (prices, stock: pages that change in place); ``daily_budget`` caps the
-    re-fetches of the source per UTC day (new URLs are not counted), the rest wait for the
-    next day."""
+    ``adaptive`` each URL's interval shrinks when its content changed since the last
+    fetch and grows when it did not, from the source's ``cadence`` and between
+    ``min_interval`` and ``max_interval``; without, every recurring URL is due again
+    each ``cadence``. ``items`` makes item pages recur too (prices, stock: pages that
+    change in place); ``daily_budget`` caps the re-fetches of the source per UTC day
+    (new URLs are not counted), the rest wait for the next day."""
 
     adaptive: bool = True
     min_interval: str | None = None    # default: half the cadence

@@ -1,25 +1,26 @@
 """Adaptive re-crawl: when a recurring page (a seed, list page or sitemap, and items of a
 source that re-crawls them) is fetched again.
 
-Each recurring task keeps its own interval in the ledger (``tasks.recrawl_s``), starting at
-the source's ``cadence``. After each fetch whose change can be told, the interval is
+Each recurring task keeps its own interval in the ledger (``tasks.recrawl_s``), starting
+at the source's ``cadence``. After each fetch whose change can be told, the interval is
 multiplied by ``SHRINK`` if the page changed and by ``GROW`` if it did not, and kept
-within ``[min_interval, max_interval]`` (by default half the cadence and a day). Unchanged: a 304, or a body with the content
-fingerprint of the last fetch (read from ``url_state`` when the task is claimed; such a
-list page is not parsed again). Changed: for an item, a different fingerprint; for a list
-page, new links when its new body is discovered (``Ledger.grade_lists``) — a paginated
-list shifts by one on every new item, and only the pages that show new links changed for
-the crawl. A link another page found first counts as new if it was fetched within
-``FRESH_CADENCES`` cadences: the sitemap and the front page both show a new item, and
-whichever is read second has not become redundant. A page that changes at a steady rate
-settles where a share ``p`` of fetches find a change with
-``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per change at that
-page's own rate, so a page that changes hourly is fetched about every 28 minutes and one
-that changes weekly about twice a week (or at ``max_interval``), instead of both at the
-cadence. The floor under the cadence is what keeps items found as early as a fixed
-cadence finds them: the pages that show most new items are fetched more often than the
-cadence, with fetches saved many times over on the pages that rarely change. A fetch whose change cannot be told (no fingerprint of the last one) leaves the
-interval as it is; a list page's first discovery counts as a change.
+within ``[min_interval, max_interval]`` (by default half the cadence and a day).
+Unchanged: a 304, or a body with the content fingerprint of the last fetch (read from
+``url_state`` when the task is claimed; such a list page is not parsed again). Changed:
+for an item, a different fingerprint; for a list page, new links when its new body is
+discovered (``Ledger.grade_lists``) — a paginated list shifts by one on every new item,
+and only the pages that show new links changed for the crawl. A link another page found
+first counts as new if it was fetched within ``FRESH_CADENCES`` cadences: the sitemap and
+the front page both show a new item, and whichever is read second has not become
+redundant. A page that changes at a steady rate settles where a share ``p`` of fetches
+find a change with ``p·ln SHRINK + (1 - p)·ln GROW = 0``: p ≈ 0.37, about two fetches per
+change at that page's own rate, so a page that changes hourly is fetched about every 28
+minutes and one that changes weekly about twice a week (or at ``max_interval``), instead
+of both at the cadence. The floor under the cadence is what keeps items found as early as
+a fixed cadence finds them: the pages that show most new items are fetched more often than
+the cadence, with fetches saved many times over on the pages that rarely change. A fetch
+whose change cannot be told (no fingerprint of the last one) leaves the interval as it is;
+a list page's first discovery counts as a change.
 
 A source's ``recrawl.daily_budget`` caps its re-fetches per UTC day (first fetches of new
 URLs are not counted): a claimed re-fetch past it is given back, due at the next day's
