@@ -121,8 +121,9 @@ def run(size: Size = "full") -> Iterator[Figure]:
     n_rules, n_article = sized(size, smoke=(40, 10), quick=(500, 100), full=(5000, 1000))
 
     pages = _pages(products, n_rules)
+    first = _baseline_rules(pages)
     seconds, records = uvloop.run(_clean(sources, products.id, pages))
-    base = _baseline_rules(pages)
+    base = min(first, _baseline_rules(pages))  # the faster of a run before and one after
     yield Figure("clean", "clean_rules_pages_per_core_s", n_rules / seconds, "1/s",
                  n_rules / base, "lexbor parse + the 3 selectors alone, same pages",
                  extra={"pages": n_rules, "records": records,

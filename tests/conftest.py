@@ -6,7 +6,10 @@ answer; otherwise the embedded servers (started once per session, stopped after)
 Elasticsearch is the embedded API server unless ``STRATACRAWL_ELASTICSEARCH_URL``
 is set. Isolation: a fresh PostgreSQL database per test (cloned from a migrated
 template), a Redis DB number per xdist worker flushed around each test, and a
-unique index prefix per test on the Elasticsearch API.
+unique index prefix per test on the Elasticsearch API. Two test sessions can share one
+PostgreSQL and one Redis (a run on a machine whose CI is testing too): the templates are
+named per session and dropped at its end, and each worker leases its Redis DB number
+in DB 0, so no two sessions flush each other's data.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 TEMPLATE_DB = "stratacrawl_test_template"
+REDIS_DBS = range(1, 16)             # DB 0 holds the leases
+REDIS_LEASE_S = 3600                 # renewed by every test; a killed session's lapses
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -91,16 +96,30 @@ def _worker_index() -> int:
     return int(wid.removeprefix("gw") or 0)
 
 
-@pytest.fixture(scope="session")
-def template_db(tier_endpoints: Endpoints) -> str:
-    """A database migrated to head, cloned for each test (CREATE DATABASE … TEMPLATE)."""
-    admin = db.libpq_url(tier_endpoints.database_url)
-    name = f"{TEMPLATE_DB}_{_worker_index()}"
+# This session's name: xdist gives all workers of one run the same id; a run without
+# xdist makes its own.
+_SESSION = (os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:8]
+
+
+def _session_name(kind: str) -> str:
+    """A database name of this session and worker."""
+    return f"{TEMPLATE_DB}_{_SESSION}_{_worker_index()}{kind}"
+
+
+def _drop_database(admin: str, name: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    db.migrate(db.with_database(admin, name))
-    return name
+
+
+@pytest.fixture(scope="session")
+def template_db(tier_endpoints: Endpoints) -> Iterator[str]:
+    """A database migrated to head, cloned for each test (CREATE DATABASE … TEMPLATE);
+    this session's own, dropped at its end."""
+    admin = db.libpq_url(tier_endpoints.database_url)
+    name = _session_name("")
+    db.migrate(db.recreate_database(admin, name))
+    yield name
+    _drop_database(admin, name)
 
 
 def _cloned_database(admin_url: str, template: str) -> Iterator[str]:
@@ -110,8 +129,7 @@ def _cloned_database(admin_url: str, template: str) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     yield db.with_database(admin, name)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _drop_database(admin, name)
 
 
 @pytest.fixture
@@ -120,11 +138,34 @@ def database_url(tier_endpoints: Endpoints, template_db: str) -> Iterator[str]:
     yield from _cloned_database(tier_endpoints.database_url, template_db)
 
 
-@pytest.fixture
-def redis_url(tier_endpoints: Endpoints) -> Iterator[str]:
-    """A Redis DB of its own for this xdist worker, flushed before and after the test."""
+def _lease_key(n: int) -> str:
+    return f"stratacrawl-tests:db:{n}"
+
+
+@pytest.fixture(scope="session")
+def redis_db(tier_endpoints: Endpoints) -> Iterator[tuple[redis.Redis, int]]:
+    """The Redis DB number this worker of this session holds (a lease in DB 0, taken by
+    ``SET NX``): another session on the same Redis takes another number."""
     base = tier_endpoints.redis_url.rsplit("/", 1)[0]
-    url = f"{base}/{1 + _worker_index() % 15}"
+    leases = redis.Redis.from_url(f"{base}/0")
+    holder = f"{_SESSION}:{_worker_index()}"
+    held = next((n for n in REDIS_DBS
+                 if leases.set(_lease_key(n), holder, nx=True, ex=REDIS_LEASE_S)), None)
+    if held is None:
+        pytest.fail(f"every Redis DB {REDIS_DBS.start}-{REDIS_DBS.stop - 1} on "
+                    f"{base} is leased by another test session (keys {_lease_key(0)[:-1]}*)")
+    yield leases, held
+    if leases.get(_lease_key(held)) == holder.encode():
+        leases.delete(_lease_key(held))
+    leases.close()
+
+
+@pytest.fixture
+def redis_url(tier_endpoints: Endpoints, redis_db: tuple[redis.Redis, int]) -> Iterator[str]:
+    """This worker's Redis DB (its lease renewed), flushed before and after the test."""
+    leases, n = redis_db
+    leases.expire(_lease_key(n), REDIS_LEASE_S)
+    url = f"{tier_endpoints.redis_url.rsplit('/', 1)[0]}/{n}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
@@ -203,12 +244,21 @@ def embedded_postgres(tier_endpoints: Endpoints,
 _cold_templates: dict[str, str] = {}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _drop_cold_templates() -> Iterator[None]:
+    """The cold contract's templates of this session go at its end."""
+    yield
+    for admin, name in _cold_templates.items():
+        with contextlib.suppress(psycopg.Error):   # an embedded server may be gone already
+            _drop_database(admin, name)
+
+
 def _fresh_database(admin_url: str) -> Iterator[str]:
     """A database migrated to head on the server of ``admin_url`` (cloned from a template
     this session migrated once there), dropped afterwards."""
     admin = db.libpq_url(admin_url)
     if admin not in _cold_templates:
-        name = f"{TEMPLATE_DB}_{_worker_index()}_cold{len(_cold_templates)}"
+        name = _session_name(f"_cold{len(_cold_templates)}")
         db.migrate(db.recreate_database(admin, name))
         _cold_templates[admin] = name
     yield from _cloned_database(admin, _cold_templates[admin])
