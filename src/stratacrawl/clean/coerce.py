@@ -15,11 +15,10 @@ from dateutil import tz
 from price_parser import Price
 
 _SPACE = re.compile(r"\s+")
-# Numbers no locale reads two ways: digits, or digits with one or two decimals after a
-# dot (``1.234`` is not one: price-parser reads it as 1234, a thousands separator).
-_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d{1,2})?")
-# The same, with a currency code or sign before or after it ("EUR 515.69", "$5", "9.90 €"):
-# most prices on product pages, read without price-parser's ~15 µs of pattern search.
+# Numbers no locale reads two ways — digits, or digits with one or two decimals after a
+# dot (``1.234`` is not one: price-parser reads it as 1234, a thousands separator) —
+# alone or with a currency code or sign before or after ("EUR 515.69", "$5", "9.90 €"):
+# most prices on product pages, read without price-parser's pattern search.
 _PLAIN_PRICE = re.compile(r"(?:[A-Z]{3} ?|[$€£¥] ?)?(\d+(?:\.\d{1,2})?)(?: ?[A-Z]{3}| ?[$€£¥])?")
 
 

@@ -105,7 +105,8 @@ class Extractor(ABC):
 
     # What the extractor can read, by media type: markup (HTML, XHTML, XML) for selectors
     # and article extraction, text as a mislabelled page might be, and pages that declare
-    # no type. An image, a PDF or an archive is refused before its body is decompressed.
+    # no type. A page of another type the fetcher let through (JSON for a source of CSS
+    # rules, HTML for a ``json`` one) is refused before its body is decompressed.
     reads: tuple[str, ...] = ("html", "xml", "text/")
 
     @abstractmethod

@@ -71,10 +71,8 @@ def next_interval(source: Source, current_s: float | None, change: bool | None,
     """The interval after a successful fetch: the cadence for a fixed-cadence source and
     for a page's first fetch; else the current one shrunk on a change, grown without,
     within ``[min_interval, max_interval]``."""
-    cadence = source.cadence_td.total_seconds()
-    if not source.recrawl.adaptive:
-        return Interval(cadence, now + timedelta(seconds=cadence))
-    if current_s is None:   # the first fetch: nothing to compare yet
+    if not source.recrawl.adaptive or current_s is None:  # a first fetch: nothing to compare
+        cadence = source.cadence_td.total_seconds()
         return Interval(cadence, now + timedelta(seconds=cadence))
     seconds = current_s
     if change is not None:
