@@ -42,18 +42,20 @@ def flow_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return settings
 
 
-async def _task_runs(state: Any, names: set[str] | None = None) -> list[tuple[str, str, int]]:
+async def _task_runs(state: Any, names: set[str] | None = None,
+                     at_least: int = 0) -> list[tuple[str, str, int]]:
     """(name, final state, run count) of each task run of a flow run, in start order. Task
-    runs and their states reach the API in the background: wait until every run is final
-    and (with ``names``) the runs of those names are there."""
+    runs and their states reach the API in the background: wait until every run is final,
+    (with ``names``) the runs of those names are there and at least ``at_least`` runs are."""
     flow_run_id = state.state_details.flow_run_id
     deadline = time.monotonic() + 30
     async with get_client() as client:
         while True:
             runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
                 id=FlowRunFilterId(any_=[flow_run_id])))
-            settled = all(r.state and r.state.is_final() for r in runs) and (
-                names is None or names <= {r.name for r in runs})
+            settled = (len(runs) >= at_least
+                       and all(r.state and r.state.is_final() for r in runs)
+                       and (names is None or names <= {r.name for r in runs}))
             if settled or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.5)
@@ -78,7 +80,7 @@ async def test_maintenance_flows_show_each_step_as_a_task_run(
     fn = getattr(importlib.import_module(module), name)
     state = await fn(return_state=True)
     assert state.is_completed(), state.message
-    runs = await _task_runs(state, names=at_least)
+    runs = await _task_runs(state, names=at_least, at_least=3)
     assert len(runs) >= 3, runs
     assert {n for n, _, _ in runs} >= at_least, runs
     assert {s for _, s, _ in runs} == {"COMPLETED"}, runs
@@ -204,7 +206,8 @@ async def test_staging_load_drains_the_spool_a_staging_outage_left(
     assert await state.result() == {"files": 1, "rows": 4, "inserted": 4, "damaged": 0}
     assert spool.pending() == 0
     assert (await comps.ledger.counts())["s1"] == {"SUCCEEDED": 4}
-    assert [(n, s) for n, s, _ in await _task_runs(state)] == [("drain the spool", "COMPLETED")]
+    assert [(n, s) for n, s, _ in await _task_runs(state, names={"drain the spool"})] == [
+        ("drain the spool", "COMPLETED")]
 
 
 @pytest.mark.slow
