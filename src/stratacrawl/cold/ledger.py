@@ -236,15 +236,6 @@ class Ledger:
             rows = await cur.fetchall()
         return sorted(_claimed(rows), key=lambda t: (-t.priority, t.id))
 
-    async def mark_fetching(self, ids: Sequence[int], owner: str) -> int:
-        """``LEASED → FETCHING`` for a batch this owner holds (one statement per batch)."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE tasks SET state = 'FETCHING', updated_at = now() WHERE "
-                "id = ANY(%b::bigint[]) AND lease_owner = %s AND state || '' = 'LEASED'",
-                (list(ids), owner))
-            return cur.rowcount
-
     async def finish(self, outcomes: Sequence[Outcome], owner: str,
                      conn: AsyncConnection | None = None) -> int:
         """Apply outcomes of tasks this owner holds; returns how many were applied.

@@ -9,12 +9,16 @@ from typing import NamedTuple
 
 
 class TaskState(StrEnum):
-    """``PENDING → LEASED → FETCHING → SUCCEEDED | FAILED | RETRY_WAIT``; ``RETRY_WAIT →
-    PENDING``; ``LEASED → REDUNDANT``."""
+    """``PENDING → LEASED → SUCCEEDED | FAILED | RETRY_WAIT``; ``RETRY_WAIT → PENDING``;
+    ``LEASED → REDUNDANT``. A leased task stays ``LEASED`` while it is fetched: each
+    change of ``state`` rewrites the row's index entries (the state is in the ready and
+    lease indexes' predicates), so a fetch costs its task two such writes, the claim
+    and the outcome. ``FETCHING`` is what earlier versions wrote between the two; rows
+    in it are held exactly like ``LEASED`` ones."""
 
     PENDING = "PENDING"
     LEASED = "LEASED"
-    FETCHING = "FETCHING"
+    FETCHING = "FETCHING"   # written by earlier versions only; held like LEASED
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     RETRY_WAIT = "RETRY_WAIT"

@@ -172,7 +172,6 @@ class FetchWorker:
                 batch.tasks = await self._within_budget(source, batch, stats)
                 if not batch.tasks:
                     return
-                await self.ledger.mark_fetching([t.id for t in batch.tasks], self.run_id)
                 client = await self.client_for(source)
                 await self._fetch_all(source, batch, client, holder, results, staged, news)
             except TIER_DOWN as e:  # our tier, not the site: what was fetched lands
@@ -412,7 +411,7 @@ class FetchWorker:
             href = canonical_link(r.body)
             with contextlib.suppress(InvalidURL):
                 canonical = resolve(r.final_url or task.url, href) if href else None
-        return StagedFetch(row=row, outcome=Outcome(task.id, TaskState.FETCHING),
+        return StagedFetch(row=row, outcome=Outcome(task.id, TaskState.LEASED),
                            url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
                            succeeded=success, fetched_at=r.fetched_at, status=r.status,

@@ -156,3 +156,29 @@ async def test_a_list_chain_is_walked_without_waiting_for_staging(comps: Compone
         )).fetchone())[0]
     assert items >= published == 200
     assert report.tail_s is not None and report.tail_s < 30
+
+
+async def test_a_fetch_changes_its_task_state_twice(comps: Components, site) -> None:
+    """Claim (PENDING → LEASED) and outcome (→ SUCCEEDED) are the only state changes a
+    fetched task's row goes through: each rewrites the row's index entries (the state is
+    in the ready and lease indexes' predicates), so no step in between may change it."""
+    st, specs = site
+    async with comps.pool.connection() as conn:
+        await conn.execute("CREATE TABLE state_changes (n bigserial, task_id bigint, old text, new text)")
+        await conn.execute(
+            "CREATE FUNCTION note_state_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN INSERT INTO state_changes (task_id, old, new) "
+            "VALUES (NEW.id, OLD.state, NEW.state); "
+            "RETURN NEW; END $$")
+        await conn.execute(
+            "CREATE TRIGGER state_changed AFTER UPDATE ON tasks FOR EACH ROW WHEN "
+            "(OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION note_state_change()")
+    await crawl_every_item(comps, st, specs)
+    async with comps.pool.connection() as conn:
+        paths = await (await conn.execute(
+            "SELECT path, count(*) FROM (SELECT string_agg(old || '>' || new, ' ' ORDER BY "
+            "c.n) AS path FROM state_changes c JOIN tasks t ON t.id = c.task_id "
+            "WHERE t.state = 'SUCCEEDED' AND t.attempts = 1 GROUP BY c.task_id) p "
+            "GROUP BY path")).fetchall()
+    assert paths == [("PENDING>LEASED LEASED>SUCCEEDED", paths[0][1])], paths
+    assert paths[0][1] > 100
