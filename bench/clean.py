@@ -26,8 +26,6 @@ from selectolax.lexbor import LexborHTMLParser
 
 from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
-from stratacrawl.clean.cleaner import Cleaner
-from stratacrawl.clean.run import clean_staged
 from stratacrawl.cold.staging import (
     COLUMNS,
     TYPES,
@@ -75,7 +73,7 @@ async def _clean(sources: SourcesFile, source_id: str, pages: list[tuple[str, by
     with bench_runtime("clean") as rt:
         async with bench_components(rt) as c:
             await _stage(c, source_id, pages)
-            cleaner = Cleaner(pool=c.pool, redis=c.redis, sources=sources)
+            cleaner = c.cleaner(sources)
             t0 = time.monotonic()
             stats = await cleaner.run(source_ids=[source_id])
             return time.monotonic() - t0, stats.inserted
@@ -88,8 +86,7 @@ async def _clean_with(processes: int, sources: SourcesFile, source_id: str,
         async with bench_components(rt) as c:
             await _stage(c, source_id, pages)
             t0 = time.monotonic()
-            report = await clean_staged(c.pool, c.redis, sources, source_ids=[source_id],
-                                        processes=processes, target=c.clean_target(sources))
+            report = await c.clean(sources, source_ids=[source_id], processes=processes)
             assert report.stats.pages == len(pages), report.stats
             return time.monotonic() - t0
 

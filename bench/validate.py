@@ -22,7 +22,6 @@ from bench.servers import bench_components, bench_runtime
 from stratacrawl.cold.records import NUMBER_RE
 from stratacrawl.sources import parse_sources
 from stratacrawl.validate.project import open_project, write_source
-from stratacrawl.validate.runner import Validator
 
 FIGURES = ("validate_seconds",)
 
@@ -70,7 +69,7 @@ async def _measure(n: int) -> tuple[float, float, bool, list[str]]:
             settings = rt.settings.model_copy(update={
                 "expectations_dir": Path(tmp) / "exp", "gx_results_dir": Path(tmp) / "results",
                 "data_docs_dir": Path(tmp) / "docs"})
-            validator = Validator(settings=settings, database_url=rt.database_url, pool=c.pool)
+            validator = c.validator(settings)
             # import time and `expectations init` are not validation time
             write_source(open_project(settings, rt.database_url), sources.sources[0])
 

@@ -9,9 +9,7 @@ from prefect import flow
 from prefect.states import Failed, State
 
 from flows.common import flow_sources, load_settings, publish_table, step
-from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.clean.parallel import default_processes
-from stratacrawl.clean.run import clean_staged
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.wiring import open_app
 
@@ -32,12 +30,11 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
         sources = flow_sources(comps.settings, reclean_source=reclean_source)
         reset = 0
         if reclean_source and reclean_day:
-            reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: Cleaner(
-                pool=comps.pool, redis=comps.redis, sources=sources).reclean(reclean_source,
-                                                                           reclean_day))
-        report = await step("clean staged pages", lambda: clean_staged(
-            comps.pool, comps.redis, sources, seconds=minutes * 60, follow=follow,
-            processes=processes or default_processes(), target=comps.clean_target(sources)))
+            reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: comps.cleaner(
+                sources).reclean(reclean_source, reclean_day))
+        report = await step("clean staged pages", lambda: comps.clean(
+            sources, seconds=minutes * 60, follow=follow,
+            processes=processes or default_processes()))
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}

@@ -8,8 +8,6 @@ from prefect import flow
 
 from flows.common import figures, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import discover_staged, seed
-from stratacrawl.fetch.politeness import Politeness
-from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.sources import SourcesFile
 from stratacrawl.wiring import open_app
@@ -20,13 +18,11 @@ async def discovery(sources_file: str | None = None, max_pages: int = 5000) -> d
     """Enqueue due seeds and sitemaps, then expand up to ``max_pages`` staged list pages."""
     async with open_app(await load_settings(sources=sources_file)) as comps:
         sources = flow_sources(comps.settings)
-        robots = RobotsCache(redis=comps.redis)
-        politeness = Politeness(redis=comps.redis)
         stats = DiscoveryStats()
         for source in sources.sources:  # a task run per source
             one = SourcesFile(path=sources.path, sources=[source])
             stats.merge(await step(f"seed {source.id}",
-                                   functools.partial(seed, comps, one, robots, politeness)))
+                                   functools.partial(seed, comps, one)))
 
         async def expand() -> DiscoveryStats:
             expanded = DiscoveryStats()

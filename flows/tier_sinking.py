@@ -4,14 +4,11 @@ item tasks retired from the ledger; hot eviction when Redis is over its budget."
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from prefect import flow
 
 from flows.common import figures, load_settings, publish_table, step
 from stratacrawl.sources import snapshot_source_ids
 from stratacrawl.tiers.eviction import evict_hot
-from stratacrawl.tiers.sinking import sink
 from stratacrawl.wiring import open_app
 
 
@@ -20,10 +17,7 @@ async def tier_sinking(sources_file: str | None = None) -> dict[str, int]:
     async with open_app(await load_settings(sources=sources_file)) as comps:
         s = comps.settings
         snapshots = snapshot_source_ids(s.sources)
-        r = await sink(redis=comps.redis, es=comps.es, pool=comps.pool, layout=comps.runtime.layout,
-                       warm_retention=timedelta(days=s.warm_retention_days),
-                       staging_days=s.staging_retention_days, snapshot_sources=snapshots,
-                       run=step)  # a task run per step
+        r = await comps.sink(snapshots, run=step)  # a task run per step
         ev = await step("hot eviction", lambda: evict_hot(comps.redis, comps.pool,
                                                           budget_mb=s.hot_budget_mb))
     summary = {"demoted": r.demoted.rows, "access_written_back": r.access_written_back,

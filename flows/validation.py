@@ -10,7 +10,7 @@ from prefect import flow
 
 from flows.common import emit, flow_sources, load_settings, publish_link, publish_table, step
 from stratacrawl.errors import ValidationFailed
-from stratacrawl.validate.runner import SuiteResult, Validator, days_back
+from stratacrawl.validate.runner import SuiteResult, days_back
 from stratacrawl.wiring import open_app
 
 
@@ -36,7 +36,7 @@ async def validation(sources_file: str | None = None, day: date | None = None,
     async with open_app(await load_settings(sources=sources_file)) as comps:
         sources = flow_sources(comps.settings, source=source)
         chosen = [sources.get(source)] if source else sources.sources
-        v = Validator(settings=comps.settings, database_url=comps.runtime.database_url, pool=comps.pool)
+        v = comps.validator()
         results: list[SuiteResult] = []
         for src in chosen:  # a task run per source-day, with its result
             for d in days_back(days, day):

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 import yaml
 
-from stratacrawl.clean.run import clean_staged
 from stratacrawl.cold.records import record_counts
 from stratacrawl.cold.staging import staged_counts
 from stratacrawl.cold.url_rules import load_rules
@@ -21,8 +19,7 @@ from stratacrawl.settings import Settings
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
-from stratacrawl.tiers.sinking import sink
-from stratacrawl.validate.runner import Validator, days_back
+from stratacrawl.validate.runner import days_back
 from stratacrawl.wiring import open_app
 
 
@@ -55,7 +52,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                 items, total = staged.get(spec.id, (0, 0))
                 lines.append(f"  {spec.id:<12} {total:>4} pages staged, {items:>4} item pages; "
                              f"the site has {len(truth[spec.id])} items")
-            cleaned = await clean_staged(comps.pool, comps.redis, sources)
+            cleaned = await comps.clean(sources)
             c = cleaned.stats
             lines.append(f"cleaning: {c.pages} pages → {c.inserted} records in {c.seconds:.1f} s; "
                          f"format errors {c.format_errors}")
@@ -70,9 +67,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                 f"{r.source_id} {r.rule} ({r.support} pairs)" for r in learned
                 if r.state == "active") or "none") + "; variants not fetched: " + ", ".join(
                 f"{sid} {st.redundant}" for sid, st in sorted(report.sources.items())))
-            validator = Validator(settings=settings, database_url=comps.runtime.database_url,
-                                  pool=comps.pool)
-            results = await validator.validate(sources.sources, days_back(1))
+            results = await comps.validator().validate(sources.sources, days_back(1))
             checks = [ch for r in results for ch in r.checks]
             lines.append(f"validation: {sum(ch.success for ch in checks)}/{len(checks)} checks "
                          f"passed; {sum(r.success for r in results)}/{len(results)} suites pass")
@@ -81,10 +76,7 @@ async def run_demo(settings: Settings, *, n_sources: int, seed: int,
                 lines.append(f"  {r.source_id:<12} {'pass' if r.success else 'FAIL'}"
                              + (f": {'; '.join(failed)}" if failed else ""))
             lines.append(f"Data Docs: {settings.data_docs_path / 'index.html'}")
-            sunk = await sink(redis=comps.redis, es=comps.es, pool=comps.pool,
-                              layout=comps.runtime.layout,
-                              warm_retention=timedelta(days=settings.warm_retention_days),
-                              staging_days=settings.staging_retention_days, snapshot_sources=[])
+            sunk = await comps.sink(snapshot_sources=[])
             lines.append(f"tiers: {report.demoted} URL states demoted to warm by the crawl; "
                          f"sinking: {sunk.access_written_back} hot access records written back, "
                          f"{sunk.warm_deleted} warm documents past {settings.warm_retention_days} "

@@ -6,8 +6,9 @@ through here, and nothing below it reads the environment or decides where a tier
 - :class:`Runtime` — settings and resolved endpoints; builds clients and prepares the
   tiers (schema migrations, index templates);
 - :class:`Components` — one run's open clients and the stores built on them, each given
-  exactly what it uses; the services above the stores (fetch worker, recovery)
-  are built by its methods;
+  exactly what it uses; the services above the stores (fetch worker, recovery) and the
+  use cases every entry point shares (cleaning, validation, sinking) are its methods, so
+  the CLI, the flows, the demo and the benchmarks call them and only render;
 - :func:`open_app` — configured or embedded servers up, tiers prepared, components open.
 
 Async clients are built per event loop and closed by whoever opened them (``async with``).
@@ -21,9 +22,9 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from elasticsearch import AsyncElasticsearch
@@ -33,29 +34,45 @@ from redis.exceptions import RedisClusterException
 from stratacrawl.clean.parallel import CleanTarget
 from stratacrawl.cold import db
 from stratacrawl.cold.ledger import Ledger
-from stratacrawl.cold.pool import make_pool
+from stratacrawl.cold.pool import make_pool, ping
 from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
+from stratacrawl.fetch.fetcher import Fetcher
 from stratacrawl.fetch.hop import ListHop
+from stratacrawl.fetch.outage import Outage
+from stratacrawl.fetch.politeness import Politeness
+from stratacrawl.fetch.result import FetchResult
+from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.fetch.worker import FetchWorker
 from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
 from stratacrawl.frontier.dedup import Dedup
 from stratacrawl.frontier.discovery import Discovery, DiscoveryStats
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.frontier.recrawl import RecrawlBudget
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot import client as hot_client
 from stratacrawl.hot.client import HotRedis, check_kind, connect
 from stratacrawl.hot.url_state import HotURLState
+from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.redact import redact
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 from stratacrawl.sources import SourcesFile
+from stratacrawl.staging.writer import StagingWriter
+from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.recovery import Recovery
+from stratacrawl.tiers.sinking import SinkReport, sink
+from stratacrawl.validate.runner import Validator
 from stratacrawl.warm import client as warm_client
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
+
+if TYPE_CHECKING:  # the cleaner's extractors (trafilatura, lxml): not in a crawl process
+    from stratacrawl.clean.cleaner import Cleaner
+    from stratacrawl.clean.run import CleanReport
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +195,7 @@ async def check_postgres(rt: Runtime) -> str:
     return await asyncio.to_thread(db.check, rt.database_url, rt.settings.connect_timeout_s)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Components:
     """One run's open clients and the stores built on them."""
 
@@ -195,26 +212,37 @@ class Components:
     discovery: Discovery
     scheduler: Scheduler
     url_rules: UrlRules
+    politeness: Politeness    # each source's pace and concurrency slots, cluster-wide
+    robots: RobotsCache
+    budget: RecrawlBudget     # each source's re-fetches per day
 
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
 
-    def fetch_worker(self, *, on_discovered: Callable[[DiscoveryStats], None] | None = None,
-                     **kwargs: Any) -> FetchWorker:
-        """A fetch worker over these stores, whose list hop puts list pages' links into
-        the frontier right after their fetch (each page's figures to ``on_discovered``);
-        ``sources``, ``writer``, ``worker_id`` and the rest as :class:`FetchWorker` takes
-        them; batches and monitoring default to the settings."""
-        kwargs.setdefault("max_batches", self.settings.fetch_max_batches)
-        kwargs.setdefault("monitoring", self.settings.monitoring)
-        kwargs.setdefault("drain_s", self.settings.drain_s)
-        kwargs.setdefault("outage_s", self.settings.tier_outage_s)
-        kwargs.setdefault("deadline_s", self.settings.fetch_deadline_s)
-        return FetchWorker(frontier=self.frontier, scheduler=self.scheduler,
-                           url_rules=self.url_rules, hot_urls=self.hot_urls, redis=self.redis,
-                           pool=self.pool, hop=ListHop(self.discovery, on_discovered),
-                           **kwargs)
+    def fetch_worker(self, *, sources: SourcesFile, writer: StagingWriter, worker_id: str,
+                     run_id: str | None = None,
+                     on_discovered: Callable[[DiscoveryStats], None] | None = None,
+                     on_result: Callable[[str, FetchResult], None] | None = None
+                     ) -> FetchWorker:
+        """A fetch worker over these stores for ``sources``, handing pages to ``writer``;
+        its list hop puts list pages' links into the frontier right after their fetch
+        (each page's figures to ``on_discovered``); batches, deadlines, drain and
+        outage limits and monitoring as the settings say."""
+        s = self.settings
+        return FetchWorker(
+            frontier=self.frontier, scheduler=self.scheduler, url_rules=self.url_rules,
+            hot_urls=self.hot_urls, politeness=self.politeness,
+            fetcher=Fetcher(politeness=self.politeness, robots=self.robots,
+                            deadline_s=s.fetch_deadline_s),
+            budget=self.budget,
+            sessions=Sessions(redis=self.redis, pool=self.pool, worker=worker_id),
+            outage=Outage(limit_s=s.tier_outage_s, probes={
+                "Redis": self.redis.ping, "PostgreSQL": lambda: ping(self.pool, wait_s=2)}),
+            live=LiveMetrics(redis=self.redis) if s.monitoring else None,
+            sources=sources, writer=writer, worker_id=worker_id, run_id=run_id,
+            max_batches=s.fetch_max_batches, hop=ListHop(self.discovery, on_discovered),
+            on_result=on_result, drain_s=s.drain_s)
 
     def clean_target(self, sources: SourcesFile) -> CleanTarget:
         """Where a cleaner process of its own connects (``clean --processes N``)."""
@@ -222,6 +250,40 @@ class Components:
                            redis_url=self.runtime.endpoints.redis_url,
                            redis_cluster=self.settings.redis_cluster, sources_path=sources.path,
                            connect_timeout_s=self.settings.connect_timeout_s)
+
+    def cleaner(self, sources: SourcesFile) -> Cleaner:
+        """Staging → records in this process (``reclean``, a benchmark's bare loop)."""
+        from stratacrawl.clean.cleaner import Cleaner
+
+        return Cleaner(pool=self.pool, redis=self.redis, sources=sources)
+
+    async def clean(self, sources: SourcesFile, *, seconds: float | None = None,
+                    source_ids: list[str] | None = None, follow: bool = False,
+                    processes: int = 1) -> CleanReport:
+        """One cleaning run (``processes`` > 1: that many cleaners, this one included)
+        and its format-anomaly check: what ``clean`` and the cleaning flow run."""
+        from stratacrawl.clean.run import clean_staged
+
+        return await clean_staged(self.pool, self.redis, sources, seconds=seconds,
+                                  source_ids=source_ids, follow=follow, processes=processes,
+                                  target=self.clean_target(sources))
+
+    def validator(self, settings: Settings | None = None) -> Validator:
+        """Each source-day's GX checkpoint on these tiers (``settings``: other project,
+        results or Data Docs folders than this run's)."""
+        return Validator(settings=settings or self.settings,
+                         database_url=self.runtime.database_url, pool=self.pool)
+
+    async def sink(self, snapshot_sources: list[str], *, run: StepRunner = run_directly,
+                   now: datetime | None = None) -> SinkReport:
+        """The nightly sinking with the settings' retentions (each step through ``run``:
+        a task run of its own in the flow); ``snapshot_sources`` keep their pages."""
+        s = self.settings
+        return await sink(redis=self.redis, es=self.es, pool=self.pool,
+                          layout=self.runtime.layout,
+                          warm_retention=timedelta(days=s.warm_retention_days),
+                          staging_days=s.staging_retention_days,
+                          snapshot_sources=snapshot_sources, now=now, run=run)
 
     def recovery(self) -> Recovery:
         return Recovery(ledger=self.ledger, frontier=self.frontier, bloom=self.bloom,
@@ -248,9 +310,13 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
                       window=timedelta(days=s.dedup_window_days))
         await _bloom_ready_if_nothing_known(bloom, pool)
         url_rules = UrlRules(pool=pool, redis=redis)
-        yield Components(rt, redis, es, pool, ledger, hot_queue, frontier, bloom, hot_urls, dedup,
-                         Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
-                         Scheduler(redis=redis, max_batches=s.fetch_max_batches), url_rules)
+        yield Components(
+            runtime=rt, redis=redis, es=es, pool=pool, ledger=ledger, hot_queue=hot_queue,
+            frontier=frontier, bloom=bloom, hot_urls=hot_urls, dedup=dedup,
+            discovery=Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
+            scheduler=Scheduler(redis=redis, max_batches=s.fetch_max_batches),
+            url_rules=url_rules, politeness=Politeness(redis=redis),
+            robots=RobotsCache(redis=redis), budget=RecrawlBudget(redis=redis))
 
 
 async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:

@@ -66,9 +66,7 @@ def clean_cmd(
     as_json: bool = JSON,
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
-    from stratacrawl.clean.cleaner import Cleaner
     from stratacrawl.clean.parallel import default_processes
-    from stratacrawl.clean.run import clean_staged
     from stratacrawl.tuning import tune_long_running
     from stratacrawl.wiring import open_app
 
@@ -83,11 +81,10 @@ def clean_cmd(
         async with open_app(settings()) as comps:
             reset = 0
             if reclean and source and when:
-                reset = await Cleaner(pool=comps.pool, redis=comps.redis,
-                                      sources=parsed).reclean(source, when)
-            report = await clean_staged(comps.pool, comps.redis, parsed, seconds=seconds,
-                                        source_ids=[source] if source else None, follow=follow,
-                                        processes=workers, target=comps.clean_target(parsed))
+                reset = await comps.cleaner(parsed).reclean(source, when)
+            report = await comps.clean(parsed, seconds=seconds,
+                                       source_ids=[source] if source else None, follow=follow,
+                                       processes=workers)
             return reset, report
 
     reset, report = run(main())
@@ -128,7 +125,7 @@ def validate_cmd(
 ) -> None:
     """Run each source-day's checkpoint of the GX project; exit 1 if a check fails, 2 if one
     could not run (a suite naming a column the source lacks)."""
-    from stratacrawl.validate.runner import Validator, days_back
+    from stratacrawl.validate.runner import days_back
     from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources, source)
@@ -138,8 +135,7 @@ def validate_cmd(
     async def main() -> list[SuiteResult]:
         s = settings()
         async with open_app(s) as comps:
-            v = Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
-            return await v.validate(chosen, day_list)
+            return await comps.validator().validate(chosen, day_list)
 
     results = run(main())
     if as_json:

@@ -110,7 +110,6 @@ def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
     """The nightly sinking now: warm → cold, empty weeks, weeks ahead, staging and ledger
     retention."""
     from stratacrawl.sources import snapshot_source_ids
-    from stratacrawl.tiers.sinking import sink
     from stratacrawl.wiring import open_app
 
     s = settings()
@@ -123,9 +122,7 @@ def sink_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
 
     async def main() -> SinkReport:
         async with open_app(s) as c:
-            return await sink(redis=c.redis, es=c.es, pool=c.pool, layout=c.runtime.layout,
-                              warm_retention=timedelta(days=s.warm_retention_days),
-                              staging_days=s.staging_retention_days, snapshot_sources=snapshots)
+            return await c.sink(snapshot_sources=snapshots)
 
     r = run(main())
     if as_json:

@@ -176,7 +176,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         report.latency = worker.latency
         report.in_flight = worker.slots
         report.writer = writer.stats
-        report.discovery.merge(await seed(comps, sources, worker.robots, worker.politeness))
+        report.discovery.merge(await seed(comps, sources))
         run = CrawlRun(comps, sources, writer, run_id, report, progress)
         done = asyncio.Event()   # the fetching is over: the loops beside it end
         discoverer = asyncio.create_task(run.discover_loop(done))

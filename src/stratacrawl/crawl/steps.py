@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 
 from stratacrawl.cold.staging import claim_undiscovered, decode_body, mark_discovered
 from stratacrawl.cold.tasks import NewTask
-from stratacrawl.fetch.politeness import Politeness, SourceHeld
-from stratacrawl.fetch.robots import RobotsCache
+from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.recrawl import GROW, SHRINK
 from stratacrawl.monitor.histogram import LatencyHistogram
@@ -89,8 +88,7 @@ def spool_for(comps: Components) -> Spool:
 SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
 
 
-async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
-               politeness: Politeness) -> DiscoveryStats:
+async def seed(comps: Components, sources: SourcesFile) -> DiscoveryStats:
     """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued.
 
     Sources are seeded side by side: each one may wait on a slow robots.txt.
@@ -107,12 +105,12 @@ async def seed(comps: Components, sources: SourcesFile, robots: RobotsCache,
             named: set[str] = set()
 
             async def turn() -> float:
-                return await politeness.wait_turn(source.id, source.rate)
+                return await comps.politeness.wait_turn(source.id, source.rate)
 
             private_ok = source.allow_private_networks
             for seed_url in source.seeds:
                 try:  # robots.txt and the sitemaps it names: the same checks as any fetch
-                    named |= set((await robots.check(seed_url, turn,
+                    named |= set((await comps.robots.check(seed_url, turn,
                                                      allow_private=private_ok)).sitemaps)
                 except InvalidURL as e:
                     stats.dropped[e.reason] += 1

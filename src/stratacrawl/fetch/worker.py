@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import random
 import time
 import uuid
 from collections import Counter, deque
@@ -27,27 +26,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from psycopg_pool import AsyncConnectionPool
-
-from stratacrawl.cold.pool import ping
 from stratacrawl.cold.staging import StagedFetch, make_row, to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.errors import InvalidURL
-from stratacrawl.fetch.fetcher import DEADLINE_S, Fetcher, SourceClient
+from stratacrawl.fetch.fetcher import Fetcher, SourceClient
 from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.outage import Outage
 from stratacrawl.fetch.outcomes import outcome_for
 from stratacrawl.fetch.politeness import SLOT_RENEW_S, Politeness
 from stratacrawl.fetch.result import FetchResult
-from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.links import canonical_link
 from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
 from stratacrawl.frontier.scheduler import Heartbeat, Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
-from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.url_state import HotURL, HotURLState
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.monitor.live import LiveMetrics
@@ -60,7 +54,6 @@ from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5
 DRAIN_S = 10.0   # a stopping worker's in-flight requests get this long (STRATACRAWL_DRAIN_S)
-OUTAGE_S = 300.0  # how long a worker waits for a tier that went away (STRATACRAWL_TIER_OUTAGE_S)
 CLAIMS_AT_ONCE = 32
 # Worker weights and source order are re-read this often (200 sources: one 200-command
 # pipeline), not on every batch that finishes.
@@ -92,18 +85,20 @@ class SourceStats:
 class FetchWorker:
     """Fetches batches for ``sources``: claims them from ``frontier`` in the order and
     number ``scheduler`` gives, drops the variants ``url_rules`` make redundant and the
-    re-fetches past a daily budget, fetches under the sources' politeness (Redis), and
-    hands each page to ``writer``. ``hot_urls`` gives the validators of a conditional
-    request; ``pool`` keeps the sites' sessions; ``monitoring`` records live counters."""
+    re-fetches past the daily ``budget``, fetches through ``fetcher`` under the sources'
+    ``politeness`` (Redis: pace and concurrency slots), and hands each page to
+    ``writer``. ``hot_urls`` gives the validators of a conditional request; ``sessions``
+    keeps the sites' cookies; ``outage`` tells whether a tier is away; ``live`` (None:
+    off) records live counters. Built by ``Components.fetch_worker``."""
 
     def __init__(self, *, frontier: Frontier, scheduler: Scheduler, url_rules: UrlRules,
-                 hot_urls: HotURLState, redis: HotRedis, pool: AsyncConnectionPool,
-                 sources: SourcesFile, writer: StagingWriter, worker_id: str,
-                 run_id: str | None = None, max_batches: int = 64, monitoring: bool = True,
-                 rng: random.Random | None = None, hop: ListHop | None = None,
+                 hot_urls: HotURLState, politeness: Politeness, fetcher: Fetcher,
+                 budget: RecrawlBudget, sessions: Sessions, outage: Outage,
+                 live: LiveMetrics | None, sources: SourcesFile, writer: StagingWriter,
+                 worker_id: str, run_id: str | None = None, max_batches: int = 64,
+                 hop: ListHop | None = None,
                  on_result: Callable[[str, FetchResult], None] | None = None,
-                 drain_s: float = DRAIN_S, outage_s: float = OUTAGE_S,
-                 deadline_s: float = DEADLINE_S) -> None:
+                 drain_s: float = DRAIN_S) -> None:
         self.frontier = frontier
         self.hop = hop   # list pages' links into the frontier right after their fetch
         self.last_fetch_at: float | None = None   # time.monotonic() of the latest fetch
@@ -116,20 +111,16 @@ class FetchWorker:
         self.worker_id = worker_id  # the name: staging rows, heartbeats, traces
         self.run_id = run_id or worker_id  # this process: leases and slots
         self.max_batches = max_batches
-        self.rng = rng or random.Random()
         self.on_result = on_result
-        self.politeness = Politeness(redis=redis, rng=self.rng)
-        self.robots = RobotsCache(redis=redis)
-        self.budget = RecrawlBudget(redis=redis)
-        self.fetcher = Fetcher(politeness=self.politeness, robots=self.robots, rng=self.rng,
-                               deadline_s=deadline_s)
+        self.politeness = politeness   # the sources' pace and slots (the fetcher's too)
+        self.fetcher = fetcher
+        self.budget = budget
         self.drain_s = drain_s
         # Set when the worker stops (a signal, its time is up): batches fetch no further
         # task, land what they fetched and give the rest back.
         self.stopping = False
-        self.outage = Outage(limit_s=outage_s, probes={
-            "Redis": redis.ping, "PostgreSQL": lambda: ping(pool, wait_s=2)})
-        self.sessions = Sessions(redis=redis, pool=pool, worker=worker_id)
+        self.outage = outage
+        self.sessions = sessions
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
@@ -142,7 +133,7 @@ class FetchWorker:
         # slot holder → its source: one per request in flight (renewed by the keeper)
         self.slots: dict[str, str] = {}
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
-        self.live = LiveMetrics(redis=redis) if monitoring else None
+        self.live = live   # None: no live monitoring counters
 
     # -- sessions (fetch/sessions.py) ---------------------------------------------------------
     @property

@@ -67,7 +67,7 @@ def matching_share(truth: list[dict[str, Any]], records: dict[str, list[dict[str
 
 async def crawl_and_clean(comps: Components, sources: SourcesFile) -> Cleaner:
     await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
-    cleaner = Cleaner(pool=comps.pool, redis=comps.redis, sources=sources)
+    cleaner = comps.cleaner(sources)
     await cleaner.run()
     return cleaner
 
@@ -161,7 +161,7 @@ async def test_redesign_marks_format_errors_raises_anomaly_and_reclean_recovers(
         "currency": {"css": "div.cost", "attr": "data-ccy", "type": "text"},
         "stock": {"css": "div.avail", "attr": "data-qty", "type": "int"}}
     fixed = SourcesFile.model_validate(fixed_doc)
-    fixer = Cleaner(pool=comps.pool, redis=comps.redis, sources=fixed)
+    fixer = comps.cleaner(fixed)
     assert await fixer.reclean(products.id, datetime.now(UTC).date()) == states["format_error"]
     await fixer.run()
     await fixer.reclean(products.id, datetime.now(UTC).date())
@@ -316,7 +316,7 @@ async def test_a_page_declaring_its_encoding_in_meta_only_is_read_right(
         await crawl(comps, sources, until_idle=True, seconds=30, flush_s=0.3)
     finally:
         await runner.cleanup()
-    await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+    await comps.cleaner(sources).run()
     records = await records_by_url(comps)
     assert [r["name"] for rs in records.values() for r in rs] == [title]
     async with comps.pool.connection() as conn:
@@ -346,7 +346,7 @@ async def test_bodies_are_read_by_their_rows_encoding(comps: Components, site) -
                                "WHERE fetched_at = %s AND id = %s",
                                (plain.decompress(body), fetched_at, row_id))
     assert rows
-    await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+    await comps.cleaner(sources).run()
     truth, records = st.sim.truth(), await records_by_url(comps)
     for spec in specs:
         assert matching_share(truth[spec.id], records, sources.get(spec.id).required) >= 0.99

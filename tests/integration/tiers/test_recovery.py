@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stratacrawl.clean.cleaner import Cleaner
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.dedup import Seen
 from stratacrawl.frontier.hot_queue import ready_key
@@ -87,7 +86,7 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
 
         await crawl(comps, sources_for(specs, rate=100.0), until_idle=True, seconds=120,
                     flush_s=0.3)
-        await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+        await comps.cleaner(sources).run()
         await assert_nothing_lost(comps, st.sim.truth())
 
 
@@ -123,7 +122,7 @@ async def test_kill_9_at_random_points_twenty_times(comps: Components, tmp_path:
         assert kills >= 15
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=180, flush_s=0.3)
-        await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+        await comps.cleaner(sources).run()
         await assert_nothing_lost(comps, st.sim.truth())
         assert not list((tmp_path / "state" / "spool").glob("*.batch"))
 

@@ -58,10 +58,10 @@ async def land(comps: Components, src: Source, n: int, *, day: date = TODAY,
 
 
 def validator(comps: Components, tmp_path: Path) -> Validator:
-    s = comps.runtime.settings
+    s = comps.settings   # (changed in place: the test's ops page serves these folders)
     s.expectations_dir = tmp_path / "exp"
     s.gx_results_dir, s.data_docs_dir = tmp_path / "results", tmp_path / "docs"
-    return Validator(settings=s, database_url=comps.runtime.database_url, pool=comps.pool)
+    return comps.validator()
 
 
 def failing(result: SuiteResult) -> set[tuple[str, str | None]]:
@@ -225,7 +225,6 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
                                                                tmp_path: Path) -> None:
     import asyncio
 
-    from stratacrawl.clean.cleaner import Cleaner
     from stratacrawl.crawl import crawl
     from stratacrawl.sim import SimulatorThread
     from tests.support.sites import small_site, sources_for
@@ -234,7 +233,7 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
-        await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources).run()
+        await comps.cleaner(sources).run()
         await asyncio.sleep(6)                    # nothing new is published meanwhile
         await comps.discovery.submit(sources.sources[0], [specs[0].base_url + "/list/1"])
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)  # still fetching
