@@ -136,7 +136,8 @@ _LANDING_DDL = _temp_table("landing", LANDING_COLUMNS, LANDING_TYPES)
 _REPLAYED_DDL = _temp_table("replayed", COLUMNS, TYPES)
 _COLS = ", ".join(COLUMNS)
 # One statement applies a flush's outcomes to the tasks ``owner`` still holds (``held``)
-# and updates only their URL state, queued for warm in the outbox (one entry per source;
+# and updates only their URL state, queued for warm in the outbox (one entry per source,
+# ``owner`` its writer: the URL-rule miner of that process skips its own entries;
 # a page declaring itself canonical stores '' there, not its URL again;
 # no index covers the URL-state columns written here, so the update is HOT: migration
 # 0013). It returns the pages staged, and the staging keys of the pages whose task
@@ -157,8 +158,8 @@ _LAND = (
     "WHEN v.canonical_url = u.url THEN '' ELSE v.canonical_url END "
     "FROM (SELECT * FROM kept WHERE succeeded ORDER BY url_hash) v "
     "WHERE u.url_hash = v.url_hash RETURNING u.url_hash, u.source_id), "
-    "queued AS (INSERT INTO warm_outbox (source_id, url_hashes) SELECT source_id, "
-    "array_agg(url_hash) FROM fetched GROUP BY source_id), "
+    "queued AS (INSERT INTO warm_outbox (source_id, url_hashes, writer) SELECT source_id, "
+    "array_agg(url_hash), %s FROM fetched GROUP BY source_id), "
     "lost AS (SELECT fetch_key, fetched_at FROM landing l WHERE fetch_key IS NOT NULL "
     "AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = l.o_task)) "
     "SELECT {count}, ARRAY(SELECT url_hash FROM kept WHERE NOT succeeded ORDER BY url_hash), "
@@ -223,7 +224,7 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
             await _copy(cur, "replayed" if idempotent else "staging", COLUMNS, TYPES, rows)
         await _copy(cur, "landing", LANDING_COLUMNS, LANDING_TYPES,
                     [_landing_row(i) for i in items])
-        await cur.execute(_LAND_REPLAYED if idempotent else _LAND_COPIED, (owner,))
+        await cur.execute(_LAND_REPLAYED if idempotent else _LAND_COPIED, (owner, owner))
         row = await cur.fetchone()
     inserted, failed, keys, ats = (int(row[0]), list(row[1]), list(row[2]), list(row[3])) \
         if row else (0, [], [], [])

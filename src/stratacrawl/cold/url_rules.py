@@ -83,8 +83,14 @@ def _canonical(alias: str) -> str:
             f"ELSE {alias}canonical_url END")
 
 
+# A source's outbox entries after a cursor, but those of the given writers (an entry
+# written before writers were recorded has none, and is read).
+_OTHERS_AFTER = "source_id = %s AND id > %s AND COALESCE(writer <> ALL(%s::text[]), true)"
+
+
 async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int | None,
-                        limit: int) -> tuple[list[FetchedPage], int | None]:
+                        limit: int, *, skip_writers: Sequence[str] = ()
+                        ) -> tuple[list[FetchedPage], int | None]:
     """(URL, content fingerprint, last crawled, declared canonical URL) of the source's
     pages fetched with 200 since ``cursor`` (oldest first), and the cursor to go on from.
 
@@ -93,8 +99,9 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
     table: done once, on the first read (``cursor`` None: the newest ``limit`` pages).
     After that, the pages come from ``warm_outbox``, the append-only feed of URL-state
     changes: the source's entries after ``cursor`` (whole entries, about ``limit`` pages),
-    by key. A sample, not a ledger: entries the demoter consumed before a read are not
-    seen."""
+    by key, except those the processes ``skip_writers`` wrote (a miner already holds its
+    own process's pages); the cursor then moves past the skipped entries too. A sample,
+    not a ledger: entries the demoter consumed before a read are not seen."""
     async with pool.connection() as conn:
         if cursor is None:
             row = await (await conn.execute(
@@ -106,17 +113,21 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
                 (source_id, limit))
             pages = [(u, h, t, c) for u, h, t, c in await cur.fetchall()]
             return pages[::-1], int(row[0]) if row and row[0] is not None else 0
+        # (the last entry read, whether the read stopped at ``limit``, the source's last
+        # entry of all: with fewer than ``limit`` read, every entry up to it was seen)
         cur = await conn.execute(
-            f"WITH o AS ({outbox_head('source_id = %s AND id > %s')}) "
-            "SELECT (SELECT max(id) FROM o), u.url, u.content_hash, "
+            f"WITH o AS ({outbox_head(_OTHERS_AFTER)}) "
+            "SELECT (SELECT max(id) FROM o), (SELECT count(*) FROM o) >= %s, "
+            "(SELECT max(id) FROM warm_outbox WHERE source_id = %s), u.url, u.content_hash, "
             f"u.last_crawled, {_canonical('u.')} FROM (SELECT 1) one LEFT JOIN (o JOIN url_state u "
             "ON u.url_hash = o.url_hash AND u.http_status = 200 AND u.content_hash IS NOT NULL "
             "AND u.last_crawled IS NOT NULL) ON true ORDER BY o.id, o.n",
-            (source_id, cursor, limit, limit))
+            (source_id, cursor, list(skip_writers), limit, limit, limit, source_id))
         rows = await cur.fetchall()
-    last = rows[0][0] if rows else None
-    return ([(u, h, t, c) for _, u, h, t, c in rows if u is not None],
-            cursor if last is None else int(last))
+    last, full, newest = rows[0][:3] if rows else (None, False, None)
+    moved = last if full else newest
+    return ([(u, h, t, c) for *_, u, h, t, c in rows if u is not None],
+            cursor if moved is None else max(cursor, int(moved)))
 
 
 @dataclass

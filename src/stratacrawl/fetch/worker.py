@@ -304,7 +304,8 @@ class FetchWorker:
         results.append((task, result))  # together: a cancelled batch lands what it holds
         staged.append(item)
         if content_hash and result.status == 200 and source.url_rules.learn:
-            self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url)
+            self.url_rules.observe(source.id, task.url, content_hash, item.canonical_url,
+                                   self.run_id)
         result.release_body()
         if result.verdict.reason == "source-held":  # Retry-After: skip it till then
             self._skip_until[source.id] = time.monotonic() + (

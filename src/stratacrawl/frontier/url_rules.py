@@ -74,6 +74,7 @@ class UrlRules:
         self._cache: dict[str, tuple[float, tuple[Rule, ...]]] = {}
         self._samples: dict[str, _Sample] = {}
         self._canonical: dict[str, str | None] = {}
+        self._writers: set[str] = set()   # staging writers of the pages ``observe`` took
 
     async def active(self, source_id: str, forbidden: Sequence[Rule] = ()) -> tuple[Rule, ...]:
         """The learned rules active for the source now, less those it forbids (its pinned
@@ -168,12 +169,14 @@ class UrlRules:
             sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
 
     def observe(self, source_id: str, url: str, content_hash: str,
-                declared: str | None) -> None:
+                declared: str | None, writer: str) -> None:
         """A page this process fetched just now (status 200), into the source's sample at
         once: the next pass learns from it without waiting for the page's staging flush
-        and the outbox (a short crawl could end before its first rule applied). Pages
-        that other processes fetch still come through the outbox; a page seen both ways
-        counts once (the sample is keyed by canonical URL)."""
+        and the outbox (a short crawl could end before its first rule applied). ``writer``
+        is the staging writer that lands it (its run id): the outbox entries that writer
+        queues are not read back. Pages that other processes fetch still come through
+        the outbox."""
+        self._writers.add(writer)
         sample = self._samples.setdefault(source_id, _Sample())
         self._add(sample, url, content_hash, declared)
         sample.observed = True
@@ -195,7 +198,7 @@ class UrlRules:
 
     async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule]) -> bool:
         rows, sample.cursor = await fetched_pages(self.pool, source_id, sample.cursor,
-                                                  READ_LIMIT)
+                                                  READ_LIMIT, skip_writers=sorted(self._writers))
         if not rows and not sample.observed:
             return False
         sample.observed = False

@@ -13,6 +13,7 @@ from stratacrawl.crawl import crawl
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -36,7 +37,7 @@ async def duplicate_fetches(comps: Components, source_id: str) -> tuple[int, int
 @pytest.mark.slow
 async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
         comps: Components) -> None:
-    specs = small_site(1, 150, backlog=400)
+    specs = small_site(1, hosts(), backlog=400)
     sid = specs[0].id
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=40.0)
@@ -66,7 +67,7 @@ async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
 
 
 async def test_learning_off_fetches_every_variant(comps: Components) -> None:
-    specs = small_site(1, 155, backlog=200)
+    specs = small_site(1, hosts(), backlog=200)
     sid = specs[0].id
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=200.0, url_rules={"learn": False})
@@ -76,7 +77,7 @@ async def test_learning_off_fetches_every_variant(comps: Components) -> None:
 
 
 async def test_a_pinned_rule_applies_from_the_first_link(comps: Components) -> None:
-    specs = small_site(1, 160, backlog=200)
+    specs = small_site(1, hosts(), backlog=200)
     sid = specs[0].id
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=200.0, url_rules={
@@ -89,7 +90,7 @@ async def test_a_pinned_rule_applies_from_the_first_link(comps: Components) -> N
 @pytest.mark.slow
 async def test_queued_variants_end_redundant_and_come_back_when_a_rule_is_revoked(
         comps: Components) -> None:
-    specs = small_site(1, 165, backlog=30)
+    specs = small_site(1, hosts(), backlog=30)
     source = sources_for(specs, rate=200.0,
                          url_rules={"learn": False, "pin": ["drop-param:ref"]}).sources[0]
     base = specs[0].base_url
@@ -120,7 +121,7 @@ async def test_an_item_linked_only_under_a_variant_url_is_fetched(comps: Compone
     for a redundant copy of itself."""
     from tests.support.sites import staged_items
 
-    specs = small_site(1, 170, backlog=60)
+    specs = small_site(1, hosts(), backlog=60)
     with SimulatorThread(specs) as st:
         sources = sources_for(specs, rate=200.0, sitemaps=False, url_rules={
             "learn": False, "pin": ["drop-param:ref", "trailing-slash@/article/"]})
@@ -197,18 +198,58 @@ async def test_the_miner_reads_url_state_once_then_follows_the_outbox(
     assert [u for u, *_ in b_pages] == ["http://b.test/0", "http://b.test/1"]
 
 
+async def test_the_miner_skips_the_outbox_entries_of_its_own_process(
+        comps: Components) -> None:
+    """A miner took its own process's pages into its sample at fetch time: the outbox
+    entries that process's staging writer queued are not read back (each a join to
+    ``url_state``), those of other processes and of older versions (no writer) are, and
+    the cursor moves past the skipped ones; a read that stops at its limit goes on after
+    the last entry it read."""
+    from stratacrawl.cold.url_rules import fetched_pages
+
+    async def page(url: str, n: int, writer: str | None) -> None:
+        async with comps.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO url_state (url_hash, source_id, url, http_status, content_hash, "
+                "last_crawled) VALUES (%s, 'a', %s, 200, %s, now())",
+                (fingerprint(url), url, f"{n:032x}"))
+            await conn.execute("INSERT INTO warm_outbox (url_hashes, source_id, writer) "
+                               "VALUES (ARRAY[%s::uuid], 'a', %s)", (fingerprint(url), writer))
+
+    def urls(pages: list[tuple[str, ...]]) -> list[str]:
+        return [u.rsplit("/", 1)[1] for u, *_ in pages]
+
+    _, cursor = await fetched_pages(comps.pool, "a", None, 100)
+    for n, (name, writer) in enumerate([("own-0", "run-1"), ("other-0", "run-2"),
+                                        ("own-1", "run-1"), ("old-0", None)]):
+        await page(f"http://a.test/{name}", n, writer)
+    got, after = await fetched_pages(comps.pool, "a", cursor, 100, skip_writers=["run-1"])
+    assert urls(got) == ["other-0", "old-0"] and after == cursor + 4
+    await page("http://a.test/own-2", 9, "run-1")
+    got, end = await fetched_pages(comps.pool, "a", after, 100, skip_writers=["run-1"])
+    assert got == [] and end == after + 1      # only its own: read past, nothing returned
+    for i in range(3):
+        await page(f"http://a.test/other-{i + 1}", 10 + i, "run-2")
+        await page(f"http://a.test/own-{i + 3}", 20 + i, "run-1")
+    first, mid = await fetched_pages(comps.pool, "a", end, 2, skip_writers=["run-1"])
+    rest, last = await fetched_pages(comps.pool, "a", mid, 2, skip_writers=["run-1"])
+    assert urls(first) == ["other-1", "other-2"] and urls(rest) == ["other-3"]
+    assert last == end + 6
+    everything, _ = await fetched_pages(comps.pool, "a", cursor, 100)   # no writer skipped
+    assert len(everything) == 11
+
+
 async def test_pages_a_process_fetched_are_mined_before_their_staging_flush(
         comps: Components) -> None:
     """A crawl process puts each page it fetched into its miner's sample at once: equal
     pages under ``?ref=`` variants are learned from with nothing in ``url_state`` or the
-    outbox yet (a short crawl used to end before its first rule applied). The same page
-    read again from the outbox later counts once."""
+    outbox yet (a short crawl used to end before its first rule applied)."""
     rules = comps.url_rules
     assert not await rules.mine("a", force=True)          # nothing fetched, nothing to learn
     for i in range(3):
         page = f"http://a.test/article/{i}"
-        rules.observe("a", page, f"content-{i}", None)
-        rules.observe("a", f"{page}?ref={i + 1}", f"content-{i}", page)
+        rules.observe("a", page, f"content-{i}", None, "run-1")
+        rules.observe("a", f"{page}?ref={i + 1}", f"content-{i}", page, "run-1")
     assert await rules.mine("a", force=True)
     assert "drop-param:ref@/article/" in {r.text() for r in await rules.active("a")}
     stored = {r.rule: r for r in await load_rules(comps.pool, "a")}
