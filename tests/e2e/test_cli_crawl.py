@@ -9,6 +9,7 @@ import yaml
 from stratacrawl.services import Endpoints
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
+from tests.support.hosts import hosts
 from tests.support.processes import cli, processes_under
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +35,7 @@ def test_demo_on_embedded_defaults(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_crawl_and_submit_commands(tmp_path: Path, tier_endpoints: Endpoints,
                                    database_url: str, redis_url: str, es_prefix: str) -> None:
-    specs = build_specs(2, 5, first_host=110)
+    specs = build_specs(2, 5, first_host=hosts())
     for s in specs:
         s.backlog = 25
     env = {**os.environ, "STRATACRAWL_REDIS_URL": redis_url,

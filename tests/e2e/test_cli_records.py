@@ -21,6 +21,7 @@ from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.crawl_config import sources_document
+from tests.support.hosts import hosts
 from tests.support.processes import cli, dump_dom, require_chromium, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +38,7 @@ def env(tmp_path: Path, tier_endpoints: Endpoints, database_url: str, redis_url:
 
 @pytest.mark.slow
 def test_clean_validate_export_and_data_docs(tmp_path: Path, env: dict[str, str]) -> None:
-    specs = build_specs(2, 5, first_host=120)
+    specs = build_specs(2, 5, first_host=hosts())
     for s in specs:
         s.backlog = 30
         s.publish_every_s = 3600.0
@@ -151,7 +152,7 @@ def test_a_failed_day_is_held_back_from_export_until_it_passes(
     re-validation release it."""
     import psycopg
 
-    specs = build_specs(2, 5, first_host=130)
+    specs = build_specs(2, 5, first_host=hosts())
     for s in specs:
         s.backlog, s.publish_every_s = 20, 3600.0
     with SimulatorThread(specs):

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from stratacrawl.sources import load_sources
+from tests.support.hosts import hosts
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +49,7 @@ def test_sim_break_breaks_a_running_source_and_fix_mends_it(tmp_path: Path) -> N
     from stratacrawl.sim.crawl_config import sources_document
     from tests.support.processes import cli
 
-    specs = build_specs(2, 7, first_host=254)
+    specs = build_specs(2, 7, first_host=hosts())
     with SimulatorThread(specs):
         path = tmp_path / "sources.yaml"
         path.write_text(__import__("yaml").safe_dump(sources_document(specs)))

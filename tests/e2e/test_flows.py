@@ -19,6 +19,7 @@ from flows.common import step
 from flows.retries import is_transient
 from stratacrawl.errors import ConfigError, ServiceUnavailable
 from stratacrawl.settings import Settings
+from tests.support.hosts import hosts
 
 pytestmark = pytest.mark.e2e
 
@@ -229,7 +230,7 @@ async def test_a_cancelled_fetch_run_leaves_nothing_fetching(
     from stratacrawl.sim.crawl_config import sources_document
     from tests.support.sites import small_site
 
-    specs = small_site(2, 250, backlog=200,
+    specs = small_site(2, hosts(), backlog=200,
                        behaviour=Behaviour(latency_median_ms=300.0, latency_sigma=0.3))
     with SimulatorThread(specs):
         path = tmp_path / "sources.yaml"
@@ -285,7 +286,7 @@ async def test_a_fetch_run_whose_source_fails_is_not_completed(
     from stratacrawl.sim.crawl_config import sources_document
     from tests.support.sites import small_site
 
-    specs = small_site(1, 252, backlog=20)
+    specs = small_site(1, hosts(), backlog=20)
     gone = free_port()   # nothing listens there
     with SimulatorThread(specs):
         doc = sources_document(specs, rate=50.0, concurrency=2)

@@ -17,6 +17,7 @@ from stratacrawl.monitor.web import serve
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.processes import dump_dom, require_chromium
 from tests.support.sites import small_site, sources_for
 
@@ -50,7 +51,7 @@ def axis_labels(dom: str) -> dict[str, list[str]]:
 @pytest.mark.slow
 async def test_ops_page_during_and_after_a_crawl(comps: Components, tmp_path: Path) -> None:
     require_chromium()
-    specs = small_site(3, 160, backlog=40)
+    specs = small_site(3, hosts(), backlog=40)
     broken = specs[2]   # every answer a 5xx: its status must not read "ok"
     broken.behaviour.error_rate, broken.behaviour.retry_after_503 = 1.0, None
     port = free_port()

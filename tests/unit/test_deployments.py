@@ -1,6 +1,7 @@
 """prefect.yaml: one deployment per flow, every entrypoint importable, a known work pool."""
 
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,41 @@ def test_blocks_are_registered_from_the_settings(monkeypatch: pytest.MonkeyPatch
     assert redis.url.get_secret_value() == "redis://r:6379/0"
     assert isinstance(es, ElasticsearchConnection) and es.plain_json
     assert es.index_prefix == "p_"
+
+
+def _schedule_text(schedule: dict[str, object] | None) -> str:
+    """How the README's flows table words a deployment's schedule."""
+    if schedule is None:
+        return "on demand"
+    if "interval" in schedule:
+        seconds = int(str(schedule["interval"]))
+        return {60: "every minute", 3600: "hourly"}.get(seconds, f"every {seconds // 60} min")
+    minute, hour, _, _, weekday = str(schedule["cron"]).split()
+    if hour == "*":
+        return "hourly"
+    at = f"{int(hour):02d}:{int(minute):02d} UTC"
+    return at if weekday == "*" else f"{['Sundays', 'Mondays'][int(weekday)]} {at}"
+
+
+def test_the_readmes_flows_table_lists_every_deployment_and_its_schedule() -> None:
+    """Adding a flow step or a deployment is checked end to end: prefect.yaml, serve (above)
+    and the README's table of flows agree on each flow's deployments and schedules."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| flow | deployment | schedule | does |"):]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        flow_cell, deployments_cell, schedule_cell = line.split(" | ")[:3]
+        for deployment in re.findall(r"`([a-z-]+/[a-z-]+)`", deployments_cell):
+            rows[deployment] = (flow_cell.strip("| `"), schedule_cell)
+    expected = {}
+    for dep in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]:
+        path, func = dep["entrypoint"].split(":")
+        flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")),
+                       func)
+        expected[f"{flow.name}/{dep['name']}"] = (flow.name, (dep.get("schedules") or [None])[0])
+    assert set(rows) == set(expected), "README's flows table and prefect.yaml differ"
+    for name, (flow, schedule) in expected.items():
+        assert rows[name][0] == flow, name
+        assert _schedule_text(schedule) in rows[name][1], (name, rows[name][1])

@@ -11,10 +11,11 @@ from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult
 from stratacrawl.loadtest.run import _sim_arrivals
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
+from tests.support.hosts import hosts
 
 
 def test_a_source_that_does_not_answer_is_counted_and_skipped() -> None:
-    specs = build_specs(2, 7, first_host=70)
+    specs = build_specs(2, 7, first_host=hosts())
     with SimulatorThread(specs):
         for s in specs:
             httpx.get(s.base_url + "/robots.txt")                      # one arrival each

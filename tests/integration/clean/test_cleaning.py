@@ -24,6 +24,7 @@ from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile
 from stratacrawl.urls import canonicalize
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
-    specs = small_site(3, 110, backlog=60)
+    specs = small_site(3, hosts(), backlog=60)
     with SimulatorThread(specs) as st:
         yield st, specs
 

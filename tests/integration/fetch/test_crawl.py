@@ -13,6 +13,7 @@ from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import (
     crawl_every_item,
     small_site,
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
-    specs = small_site(3, 90)
+    specs = small_site(3, hosts())
     with SimulatorThread(specs) as st:
         yield st, specs
 
@@ -70,7 +71,7 @@ async def test_recrawl_uses_conditional_requests(comps: Components, site) -> Non
 
 
 async def test_hostile_responses_are_contained(comps: Components) -> None:
-    specs = small_site(1, 95, backlog=10)
+    specs = small_site(1, hosts(), backlog=10)
     with SimulatorThread(specs) as st:
         base = specs[0].base_url
         sources = sources_for(specs, timeout_s=2.0)
@@ -93,7 +94,7 @@ async def test_hostile_responses_are_contained(comps: Components) -> None:
 
 @pytest.mark.slow
 async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Components) -> None:
-    specs = small_site(1, 96, backlog=30, behaviour=Behaviour(rate_limit=5))
+    specs = small_site(1, hosts(), backlog=30, behaviour=Behaviour(rate_limit=5))
     with SimulatorThread(specs) as st:
         # Configured at the site's limit: no 429, no second above the limit.
         await crawl(comps, sources_for(specs, rate=5.0), until_idle=True, seconds=120,
@@ -105,7 +106,7 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     # source (it once kept sending at the configured rate, 84 % of requests answered 429),
     # Retry-After holds it, and the 429'd tasks are fetched in this same crawl (idle
     # waits for them).
-    storm = small_site(1, 97, backlog=60, behaviour=Behaviour(rate_limit=5))
+    storm = small_site(1, hosts(), backlog=60, behaviour=Behaviour(rate_limit=5))
     with SimulatorThread(storm) as st:
         report = await crawl(comps, sources_for(storm, rate=40.0), until_idle=True,
                              seconds=150, flush_s=0.5)
@@ -140,7 +141,7 @@ async def test_a_list_chain_is_walked_without_waiting_for_staging(comps: Compone
     — each page's links are in the frontier right after its fetch — and everything lands
     at the end, each page once. Were links read back from staging, every list page would
     cost a flush (the idle check's) before the next could be found."""
-    specs = small_site(1, 231, backlog=200)   # news: 20 items a list page
+    specs = small_site(1, hosts(), backlog=200)   # news: 20 items a list page
     with SimulatorThread(specs) as st:
         report = await crawl(comps, sources_for(specs), until_idle=True, seconds=60,
                              flush_rows=1_000_000, flush_s=3600.0)

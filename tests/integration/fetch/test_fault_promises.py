@@ -25,6 +25,7 @@ from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.processes import tier_env
 from tests.support.sites import small_site, sources_for, staged_items
 
@@ -44,7 +45,7 @@ async def test_restart_under_the_same_worker_id_leaves_no_gap(comps: Components,
     run takes the dead run's leases over (its heartbeat went stale) and ``--until-idle``
     returns only when every published item is staged — once. It once returned at once
     with the dead run's leases still held (380 items never fetched, validation passed)."""
-    specs = small_site(2, 150, backlog=60)
+    specs = small_site(2, hosts(), backlog=60)
     with SimulatorThread(specs) as st:
         doc = sources_document(specs, rate=8.0, concurrency=2)
         sources_file = tmp_path / "sources.yaml"
@@ -121,7 +122,7 @@ async def test_private_sources_get_no_request_on_any_path(comps: Components) -> 
     robots.txt (and the sitemaps robots.txt names), a task already in the ledger and an
     urgent submission all stop at the same check — the simulator sees no request. Its
     robots.txt and sitemap were once fetched and staged (status 200)."""
-    specs = small_site(1, 155, backlog=10)
+    specs = small_site(1, hosts(), backlog=10)
     with SimulatorThread(specs) as st:
         sources = sources_for(specs, allow_private_networks=False)
         source = sources.sources[0]
@@ -147,7 +148,7 @@ async def test_private_sources_get_no_request_on_any_path(comps: Components) -> 
 @pytest.mark.slow
 async def test_retried_faults_are_counted_even_when_the_retry_succeeds(
         comps: Components) -> None:
-    specs = small_site(1, 156, backlog=40, behaviour=Behaviour(reset_rate=0.1))
+    specs = small_site(1, hosts(), backlog=40, behaviour=Behaviour(reset_rate=0.1))
     with SimulatorThread(specs) as st:
         report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
                              flush_s=0.3)
@@ -171,7 +172,7 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     """Warm wiped while the crawl went on (one URL indexed since): recovery compares
     warm with cold's synced rows per weekly index and re-indexes what is missing. It
     once saw "warm holds 1 document" and left it at 1 of thousands."""
-    synced = await _crawled_into_warm(comps, small_site(1, 157, backlog=30))
+    synced = await _crawled_into_warm(comps, small_site(1, hosts(), backlog=30))
     layout = comps.runtime.layout
     assert synced > 20
     index = f"{layout.alias('url_dedup')}-*"
@@ -228,7 +229,7 @@ async def test_a_large_refill_is_bounded_and_finished_by_demotion(
 async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
     """``url_meta`` lost with ``url_dedup`` intact: recovery counted only url_dedup and
     never refilled the page metadata (``lookup`` then answered from cold)."""
-    synced = await _crawled_into_warm(comps, small_site(1, 158, backlog=20))
+    synced = await _crawled_into_warm(comps, small_site(1, hosts(), backlog=20))
     layout = comps.runtime.layout
     meta, dedup = f"{layout.alias('url_meta')}-*", f"{layout.alias('url_dedup')}-*"
     await comps.es.indices.refresh(index=meta)

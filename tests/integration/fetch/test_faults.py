@@ -26,6 +26,7 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.wiring import Components, Runtime, open_components
+from tests.support.hosts import hosts
 from tests.support.processes import tier_env
 from tests.support.sites import small_site, sources_for, staged_items, task_states
 
@@ -70,7 +71,7 @@ async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_p
         rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "", db_url,
                                   frozenset({"elasticsearch"})))
         await rt.prepare()
-        specs = small_site(2, 100, backlog=60)
+        specs = small_site(2, hosts(), backlog=60)
         with SimulatorThread(specs) as st:
             # ~15 s of crawling: PostgreSQL must go away while there is work left.
             sources = sources_for(specs, rate=6.0)
@@ -96,7 +97,7 @@ async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_p
 
 async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
                                                            tmp_path: Path) -> None:
-    specs = small_site(2, 105, backlog=60)
+    specs = small_site(2, hosts(), backlog=60)
     with SimulatorThread(specs) as st:
         sources_file = tmp_path / "sources.yaml"
         doc = sources_document(specs, rate=4.0, concurrency=2)  # ~15 s of crawling
@@ -161,7 +162,7 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
         rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "",
                                   s.database_url or "", frozenset()))
         await rt.prepare()
-        specs = small_site(2, 160, backlog=60)
+        specs = small_site(2, hosts(), backlog=60)
         with SimulatorThread(specs) as st:
             async with open_components(rt) as c:
                 run = asyncio.create_task(crawl(c, sources_for(specs, rate=15.0),

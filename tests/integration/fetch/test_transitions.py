@@ -18,6 +18,7 @@ from stratacrawl.services.embedded import free_port, spawn_redis
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.processes import tier_env
 from tests.support.sites import small_site, staged_items
 
@@ -65,7 +66,7 @@ async def test_a_redis_restart_mid_crawl_loses_nothing(comps: Components,
     sources are being fetched: the crawl rides it out and ends idle with every item
     staged once and no task FAILED for an infrastructure reason. It once died with a
     traceback (exit 70), and the items in flight were FAILED with ``ConnectionError``."""
-    specs = small_site(4, 240, backlog=80)
+    specs = small_site(4, hosts(), backlog=80)
     redis_dir, port = tmp_path / "redis", free_port()
     aof = ["--appendonly", "yes", "--appendfsync", "everysec"]
     server = spawn_redis(redis_dir, port, aof)
@@ -107,7 +108,7 @@ async def test_sigterm_drains_like_sigint(comps: Components, tmp_path: Path) -> 
     claiming, lands every page it fetched, gives its other tasks back and reports, exiting
     143 within the drain time. It once died within 20 ms: 640 fetched pages never reached
     staging and 960 tasks stayed FETCHING until their leases expired."""
-    specs = small_site(3, 244, backlog=300,
+    specs = small_site(3, hosts(), backlog=300,
                        behaviour=Behaviour(latency_median_ms=400.0, latency_sigma=0.3))
     with SimulatorThread(specs) as st:
         sources_file = tmp_path / "sources.yaml"
@@ -215,7 +216,7 @@ async def test_a_killed_run_is_taken_over_within_seconds(comps: Components,
     from stratacrawl.crawl import crawl
     from tests.support.sites import sources_for
 
-    specs = small_site(2, 248, backlog=80,
+    specs = small_site(2, hosts(), backlog=80,
                        behaviour=Behaviour(latency_median_ms=200.0, latency_sigma=0.3))
     with SimulatorThread(specs) as st:
         sources_file = tmp_path / "sources.yaml"

@@ -13,6 +13,7 @@ from stratacrawl.crawl import crawl
 from stratacrawl.frontier.recrawl import next_day
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ async def recurring(comps: Components) -> dict[str, list[tuple[str, float, int, 
 
 @pytest.mark.slow
 async def test_list_pages_recur_as_often_as_they_change(comps: Components) -> None:
-    specs = small_site(2, 175, backlog=30)   # two list pages each
+    specs = small_site(2, hosts(), backlog=30)   # two list pages each
     publishing, still = specs
     publishing.epoch = datetime.now(UTC)
     publishing.publish_every_s = 0.4         # its list pages change all the time
@@ -61,7 +62,7 @@ async def test_list_pages_recur_as_often_as_they_change(comps: Components) -> No
 
 @pytest.mark.slow
 async def test_a_daily_budget_caps_the_refetches(comps: Components) -> None:
-    specs = small_site(1, 176, backlog=30)
+    specs = small_site(1, hosts(), backlog=30)
     with SimulatorThread(specs):
         sources = sources_for(specs, cadence="1s", recrawl={"adaptive": False,
                                                            "daily_budget": 3})

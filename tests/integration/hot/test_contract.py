@@ -20,6 +20,7 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.tiers.eviction import evict_hot
 from stratacrawl.tiers.sinking import write_back_access
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import crawl_every_item, small_site
 
 pytestmark = pytest.mark.integration
@@ -196,7 +197,7 @@ async def test_eviction_and_write_back_see_every_key(hot_comps: Components) -> N
 
 
 async def test_a_crawl_stages_every_item(hot_comps: Components) -> None:
-    specs = small_site(3, 120)
+    specs = small_site(3, hosts())
     with SimulatorThread(specs) as st:
         await crawl_every_item(hot_comps, st, specs)
     on_nodes = keys_per_node(hot_comps, "sc:u:*")

@@ -28,6 +28,7 @@ from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sources import AlertThresholds
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.slow
 async def test_failing_source_fires_p1_once_with_snapshot_then_resolves(comps: Components) -> None:
-    specs = small_site(2, 150, backlog=30)
+    specs = small_site(2, hosts(), backlog=30)
     bad = specs[1]
     with SimulatorThread(specs) as st:
         # Batches of two: a failing task takes three attempts and 4 s of backoff, and a
@@ -95,7 +96,7 @@ async def test_an_alert_that_worsens_fires_again_at_its_new_level(comps: Compone
 
 
 async def test_prometheus_endpoint_has_all_seven_families(comps: Components) -> None:
-    specs = small_site(2, 155, backlog=20)
+    specs = small_site(2, hosts(), backlog=20)
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
@@ -117,7 +118,7 @@ async def test_prometheus_endpoint_has_all_seven_families(comps: Components) -> 
 
 
 async def test_inspection_report_and_growth(comps: Components, tmp_path: Path) -> None:
-    specs = small_site(1, 158, backlog=20)
+    specs = small_site(1, hosts(), backlog=20)
     with SimulatorThread(specs):
         await crawl(comps, sources_for(specs, rate=100.0), until_idle=True, seconds=60,
                     flush_s=0.3)
@@ -136,7 +137,7 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
     every 5 s with a 15 s hold (the 30-minute run is the load test's)."""
     from stratacrawl.sim import build_specs
 
-    specs = build_specs(2, 31, first_host=165, noise=True)
+    specs = build_specs(2, 31, first_host=hosts(), noise=True)
     for s in specs:
         s.backlog = 400
     with SimulatorThread(specs):

@@ -23,6 +23,7 @@ from stratacrawl.monitor.web import OpsApp
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 PROMETHEUS = shutil.which("prometheus")
@@ -58,7 +59,7 @@ def prometheus(tmp_path: Path, target: str, rules: dict) -> Iterator[str]:
 @pytest.mark.slow
 async def test_a_broken_source_goes_pending_then_firing_in_prometheus(
         comps: Components, tmp_path: Path) -> None:
-    specs = small_site(2, 160, backlog=20)
+    specs = small_site(2, hosts(), backlog=20)
     bad = specs[1]
     with SimulatorThread(specs) as st:
         sources = sources_for(specs, rate=100.0, batch_size=2)

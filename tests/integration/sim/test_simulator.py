@@ -18,6 +18,7 @@ from protego import Protego
 
 from stratacrawl.sim import Behaviour, SimulatorThread, build_specs
 from stratacrawl.sim.spec import SourceSpec
+from tests.support.hosts import hosts
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
@@ -25,7 +26,7 @@ EPOCH = datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
 
 @pytest.fixture
 def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
-    specs = build_specs(3, 7, epoch=EPOCH, first_host=40)
+    specs = build_specs(3, 7, epoch=EPOCH, first_host=hosts())
     # A frozen clock: a source publishes an item a minute, so a walk that spans a minute
     # boundary would otherwise find one item more than the truth taken before it.
     frozen = datetime.now(UTC)
@@ -48,7 +49,7 @@ def _pages(specs: list[SourceSpec]) -> list[bytes]:
 def test_same_seed_is_byte_identical_other_seed_differs() -> None:
     runs = []
     for seed in (7, 7, 8):
-        specs = build_specs(3, seed, epoch=EPOCH, first_host=50)
+        specs = build_specs(3, seed, epoch=EPOCH, first_host=hosts())
         with SimulatorThread(specs):
             runs.append(_pages(specs))
     assert runs[0] == runs[1]
@@ -165,7 +166,7 @@ def test_robots_and_sitemap_parse(site) -> None:
 
 
 def test_rate_limit_answers_429_with_retry_after() -> None:
-    specs = build_specs(1, 7, epoch=EPOCH, first_host=60, behaviour=Behaviour(rate_limit=5))
+    specs = build_specs(1, 7, epoch=EPOCH, first_host=hosts(), behaviour=Behaviour(rate_limit=5))
     with SimulatorThread(specs), httpx.Client() as c:
         statuses = [c.get(specs[0].base_url + "/article/1") for _ in range(30)]
     limited = [r for r in statuses if r.status_code == 429]
@@ -220,7 +221,7 @@ def test_traps_redirect_chain_loop_bomb(site) -> None:
 
 
 def test_faults_5xx_resets_hangs() -> None:
-    specs = build_specs(1, 7, epoch=EPOCH, first_host=61,
+    specs = build_specs(1, 7, epoch=EPOCH, first_host=hosts(),
                         behaviour=Behaviour(error_rate=0.3, reset_rate=0.1))
     with SimulatorThread(specs), httpx.Client(timeout=5) as c:
         outcomes = []
@@ -232,7 +233,7 @@ def test_faults_5xx_resets_hangs() -> None:
     assert "reset" in outcomes
     assert {500, 502, 503} & set(outcomes)
     assert 200 in outcomes
-    hang = build_specs(1, 7, epoch=EPOCH, first_host=62,
+    hang = build_specs(1, 7, epoch=EPOCH, first_host=hosts(),
                        behaviour=Behaviour(hang_rate=1.0, hang_s=5))
     with SimulatorThread(hang):
         t0 = time.monotonic()

@@ -20,6 +20,7 @@ from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.processes import tier_env
 from tests.support.sites import small_site, sources_for
 
@@ -53,7 +54,7 @@ async def assert_nothing_lost(c: Components, truth: dict[str, list[dict[str, obj
 @pytest.mark.slow
 async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
         comps: Components) -> None:
-    specs = small_site(2, 140, backlog=100)
+    specs = small_site(2, hosts(), backlog=100)
     with SimulatorThread(specs) as st:
         # 3 s at 8 requests/s (the batches claimed by then run on at that pace for a few
         # seconds more): ~60 of each source's ~110 pages. A site small enough to finish in
@@ -94,7 +95,7 @@ async def test_redis_flushed_mid_crawl_recovery_rebuilds_and_loses_nothing(
 async def test_kill_9_at_random_points_twenty_times(comps: Components, tmp_path: Path) -> None:
     """Bounded version of the fault soak: crawl and clean processes killed at random."""
     rng = random.Random(20261130)
-    specs = small_site(2, 145, backlog=50)
+    specs = small_site(2, hosts(), backlog=50)
     with SimulatorThread(specs) as st:
         doc = sources_document(specs, rate=6.0, concurrency=2)
         sources_file = tmp_path / "sources.yaml"

@@ -20,6 +20,7 @@ from stratacrawl.tiers.sinking import expire_staging, sink
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.client import make_client
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
-    specs = small_site(2, 130, backlog=30)
+    specs = small_site(2, hosts(), backlog=30)
     with SimulatorThread(specs) as st:
         yield st, specs
 

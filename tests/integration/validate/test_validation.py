@@ -17,6 +17,7 @@ from stratacrawl.cold.records import Record, ensure_partitions, upsert
 from stratacrawl.sources import Source, parse_sources
 from stratacrawl.validate.runner import VALIDATION_FAILED, SuiteResult, Validator
 from stratacrawl.wiring import Components
+from tests.support.hosts import hosts
 
 pytestmark = pytest.mark.integration
 
@@ -229,7 +230,7 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
     from stratacrawl.sim import SimulatorThread
     from tests.support.sites import small_site, sources_for
 
-    specs = small_site(1, 170, backlog=20)
+    specs = small_site(1, hosts(), backlog=20)
     with SimulatorThread(specs):
         sources = sources_for(specs, rate=100.0)
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)
