@@ -64,15 +64,15 @@ from stratacrawl.sources import SourcesFile
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.recovery import Recovery
-from stratacrawl.tiers.sinking import SinkReport, sink
-from stratacrawl.validate.runner import Validator
 from stratacrawl.warm import client as warm_client
 from stratacrawl.warm.client import make_client
 from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
 
-if TYPE_CHECKING:  # the cleaner's extractors (trafilatura, lxml): not in a crawl process
-    from stratacrawl.clean.cleaner import Cleaner
+if TYPE_CHECKING:  # use cases a crawl process never runs: imported where they are used
+    from stratacrawl.clean.cleaner import Cleaner  # (trafilatura, lxml)
     from stratacrawl.clean.run import CleanReport
+    from stratacrawl.tiers.sinking import SinkReport
+    from stratacrawl.validate.runner import Validator
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +271,8 @@ class Components:
     def validator(self, settings: Settings | None = None) -> Validator:
         """Each source-day's GX checkpoint on these tiers (``settings``: other project,
         results or Data Docs folders than this run's)."""
+        from stratacrawl.validate.runner import Validator
+
         return Validator(settings=settings or self.settings,
                          database_url=self.runtime.database_url, pool=self.pool)
 
@@ -278,6 +280,8 @@ class Components:
                    now: datetime | None = None) -> SinkReport:
         """The nightly sinking with the settings' retentions (each step through ``run``:
         a task run of its own in the flow); ``snapshot_sources`` keep their pages."""
+        from stratacrawl.tiers.sinking import sink
+
         s = self.settings
         return await sink(redis=self.redis, es=self.es, pool=self.pool,
                           layout=self.runtime.layout,

@@ -82,7 +82,8 @@ def _schedule_text(schedule: dict[str, object] | None) -> str:
     if hour == "*":
         return "hourly"
     at = f"{int(hour):02d}:{int(minute):02d} UTC"
-    return at if weekday == "*" else f"{['Sundays', 'Mondays'][int(weekday)]} {at}"
+    days = ("Sundays", "Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays")
+    return at if weekday == "*" else f"{days[int(weekday)]} {at}"
 
 
 def test_the_readmes_flows_table_lists_every_deployment_and_its_schedule() -> None:
