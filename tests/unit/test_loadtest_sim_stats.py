@@ -9,6 +9,7 @@ import httpx
 
 from stratacrawl.loadtest.result import LoadTestConfig, LoadTestResult
 from stratacrawl.loadtest.run import _sim_arrivals
+from stratacrawl.loadtest.summary import cpu_per_page
 from stratacrawl.services.embedded import free_port
 from stratacrawl.sim import SimulatorThread, build_specs
 from tests.support.hosts import hosts
@@ -28,3 +29,13 @@ def test_a_source_that_does_not_answer_is_counted_and_skipped() -> None:
     assert {sid: sum(per.values()) for sid, per in arrivals.items()} == {
         s.id: 1 for s in specs}                                        # the others were read
     assert result.sim_gc and len(result.sim_gc["count"]) == 3
+
+
+def test_cpu_per_page_sums_the_components_and_sizes_the_target_rate() -> None:
+    result = LoadTestResult(LoadTestConfig(sources=2))
+    result.workers = {"worker-1": {"landed": 600}, "worker-2": {"landed": 400}}
+    cpu_per_page(result, {"fetch workers": 10.0, "postgres": 3.3})   # seconds over the run
+    assert result.cpu_ms_per_page == {"fetch workers": 10.0, "postgres": 3.3}
+    assert result.figures["cpu_ms_per_page"] == 13.3
+    # 13.3 ms a page at 1,500 pages/s is 19.95 cores: one decimal either side of .x5
+    assert result.figures["cores_for_target_rate"] in (19.9, 20.0)
