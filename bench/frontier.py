@@ -42,7 +42,7 @@ def _claimer(db_url: str, redis_url: str, sources: list[str], direct: bool, seco
     from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
-    from stratacrawl.frontier.hot_queue import HotQueue
+    from stratacrawl.hot.queue import HotQueue
     from stratacrawl.settings import Settings
 
     async def main() -> tuple[list[int], float]:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import redis
-
 from stratacrawl.cold.db import libpq_url, recreate_database, with_database
+from stratacrawl.hot.client import flush_database
 from stratacrawl.services.cluster import EmbeddedRedisCluster
 from stratacrawl.services.resolve import Endpoints, Services
 from stratacrawl.settings import Settings
@@ -35,8 +34,8 @@ def scratch_runtime(name: str, redis_db: int, redis_cluster: int = 0,
             overrides = {**overrides, "redis_cluster": True}
         else:
             redis_url = ep.redis_url.rsplit("/", 1)[0] + f"/{redis_db}"
-            redis.Redis.from_url(redis_url).flushdb()
-            stack.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
+            flush_database(redis_url)
+            stack.callback(flush_database, redis_url)
         settings = base.model_copy(update={"es_index_prefix": f"{name}_", **overrides})
         yield Runtime(settings, Endpoints(redis_url, ep.elasticsearch_url,
                                           with_database(admin, db_name), ep.embedded))

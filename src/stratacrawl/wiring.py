@@ -45,18 +45,19 @@ from stratacrawl.fetch.result import FetchResult
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.fetch.worker import FetchWorker
-from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
 from stratacrawl.frontier.dedup import Dedup
 from stratacrawl.frontier.discovery import Discovery, DiscoveryStats
 from stratacrawl.frontier.frontier import Frontier
-from stratacrawl.frontier.hot_queue import HotQueue
 from stratacrawl.frontier.recrawl import RecrawlBudget
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.hot import client as hot_client
-from stratacrawl.hot.client import HotRedis, check_kind, connect
+from stratacrawl.hot.bloom import BloomFilter, BloomSpec
+from stratacrawl.hot.client import HotRedis, check_kind, connect, server_version
+from stratacrawl.hot.live import LiveMetrics
+from stratacrawl.hot.pacing import Pacing
+from stratacrawl.hot.queue import HotQueue
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.redact import redact
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
@@ -169,13 +170,12 @@ async def check_redis(rt: Runtime) -> str:
     url = redact(rt.endpoints.redis_url)
     try:
         async with rt.redis_client() as r:
-            info = await asyncio.wait_for(r.info("server"), rt.settings.connect_timeout_s)
+            version = await asyncio.wait_for(server_version(r), rt.settings.connect_timeout_s)
             await check_kind(r, url)
     except ConfigError as e:
         raise ServiceUnavailable("Redis", url, str(e)) from None
     except (OSError, TimeoutError, aioredis.RedisError, RedisClusterException) as e:
         raise ServiceUnavailable("Redis", url, str(e) or type(e).__name__) from None
-    version = str(info.get("redis_version", "?"))
     return f"{version} (cluster)" if rt.settings.redis_cluster else version
 
 
@@ -319,7 +319,7 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
             frontier=frontier, bloom=bloom, hot_urls=hot_urls, dedup=dedup,
             discovery=Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
             scheduler=Scheduler(redis=redis, max_batches=s.fetch_max_batches),
-            url_rules=url_rules, politeness=Politeness(redis=redis),
+            url_rules=url_rules, politeness=Politeness(pacing=Pacing(redis=redis)),
             robots=RobotsCache(redis=redis), budget=RecrawlBudget(redis=redis))
 
 

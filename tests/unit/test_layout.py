@@ -1,8 +1,8 @@
 """The layout rules a newcomer relies on, enforced: every SQL statement lives in
-``stratacrawl/cold/``, every Elasticsearch query in ``stratacrawl/warm/`` and every Redis
-key is spelled in one module (``hot/keys.py``) — a schema change is a change in one place,
-not a hunt —; and the import contracts of ``pyproject.toml`` (layers, no cycles, no Prefect
-in the core) hold."""
+``stratacrawl/cold/``, every Elasticsearch query in ``stratacrawl/warm/``, every Redis
+command in ``stratacrawl/hot/`` and every Redis key is spelled in one module
+(``hot/keys.py``) — a schema change is a change in one place, not a hunt —; and the import
+contracts of ``pyproject.toml`` (layers, no cycles, no Prefect in the core) hold."""
 
 from __future__ import annotations
 
@@ -90,6 +90,39 @@ def test_elasticsearch_queries_live_only_in_warm() -> None:
     assert ES_CALL.search("resp = await self.es.mget(docs=docs)")
     assert ES_CALL.search("await async_bulk(es, actions)")
     assert not ES_CALL.search("r = await client.get(url)")
+
+
+REDIS_COMMANDS = (
+    "bitfield|bitop|blpop|brpop|dbsize|decr|decrby|delete|eval|evalsha|execute_command|"
+    "exists|expire|flushall|flushdb|get|getdel|hdel|hget|hgetall|hincrby|hincrbyfloat|hkeys|"
+    "hlen|hmget|hset|hsetnx|incr|incrby|info|keys|llen|lpop|lpush|lrange|ltrim|mget|"
+    "mget_nonatomic|pexpire|pipeline|publish|register_script|rpop|rpush|sadd|scan|scan_iter|"
+    "scard|script_load|set|setrange|sismember|smembers|srem|strlen|ttl|unlink|xadd|zadd|"
+    "zcard|zincrby|zpopmin|zrange|zrangebyscore|zrem|zremrangebyscore|zscore")
+REDIS_CALL = re.compile(rf"\b(redis|\w+\.redis|pipe|r)\.({REDIS_COMMANDS})\(|"
+                        r"\bredis\.(asyncio\.)?(Redis|RedisCluster)\b|"
+                        r"stratacrawl\.hot\.scripts\b")
+
+
+def test_redis_commands_live_only_in_hot() -> None:
+    """Every command sent to Redis (and every Lua script call) is in ``stratacrawl/hot/``,
+    behind a named operation; the rest of the core holds a client only to hand it to
+    them. ``services/`` starts and joins the embedded servers and is left out."""
+    core = ROOT / "src" / "stratacrawl"
+    allowed = (core / "hot", core / "services")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:70]}"
+             for path in sorted(core.rglob("*.py"))
+             if not any(a in path.parents for a in allowed)
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if REDIS_CALL.search(line)]
+    assert found == [], "Redis commands outside stratacrawl/hot/:\n" + "\n".join(found)
+    for line in ("await self.redis.hset(WORKERS_KEY, w, hb)", "async with redis.pipeline(",
+                 "info = await r.info('server')", "redis.Redis.from_url(url).flushdb()",
+                 "from stratacrawl.hot.scripts import script", "await c.redis.zcard(k)"):
+        assert REDIS_CALL.search(line), line
+    for line in ("r = await client.get(url)", "self._cursor.get(source_id)",
+                 "m.hot_backlog = await ready_count(redis, sid)"):
+        assert not REDIS_CALL.search(line), line
 
 
 def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:

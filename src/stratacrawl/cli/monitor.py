@@ -35,7 +35,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
               n: int = typer.Option(20, "-n", help="How many requests (at most 100)."),
               as_json: bool = JSON) -> None:
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
-    from stratacrawl.monitor.live import LiveMetrics
+    from stratacrawl.hot.live import LiveMetrics
     from stratacrawl.wiring import open_app
 
     async def main() -> list[dict[str, object]]:

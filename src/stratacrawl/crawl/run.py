@@ -29,7 +29,7 @@ from stratacrawl.crawl.steps import (
     spool_for,
 )
 from stratacrawl.fetch.leases import keep_leases
-from stratacrawl.hot.throttle import effective_rates
+from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import SourcesFile
 from stratacrawl.staging.writer import StagingWriter

@@ -21,10 +21,9 @@ import asyncio
 import random
 import time
 
-from stratacrawl.hot import keys as hot_keys
-from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.scripts import script
-from stratacrawl.hot.throttle import DECREASE, MIN_FACTOR, RECOVERY_PER_S, effective_rates, throttle_key
+from stratacrawl.hot.pacing import Pacing, SourceHeld
+
+__all__ = ["SLOT_RENEW_S", "Politeness", "SourceHeld", "interval_for"]
 
 LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
 MAX_LATE_TURNS = 3
@@ -34,18 +33,6 @@ SLOT_TTL_S = 15.0         # a slot not renewed for this long is free again
 SLOT_RENEW_S = 5.0        # how often a process renews the slots it holds
 
 
-class SourceHeld(Exception):
-    """The source is held (Retry-After) for ``seconds`` more: do not send now."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        super().__init__(f"source held for {seconds:.1f} s (Retry-After)")
-
-
-pace_key = hot_keys.pace
-slots_key = hot_keys.slots
-
-
 def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> float:
     base = 1.0 / rate
     interval = base * (1.2 + rng.uniform(-0.2, 0.2))
@@ -53,12 +40,9 @@ def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> 
 
 
 class Politeness:
-    def __init__(self, *, redis: HotRedis, rng: random.Random | None = None) -> None:
-        self.redis = redis
+    def __init__(self, *, pacing: Pacing, rng: random.Random | None = None) -> None:
+        self.pacing = pacing
         self.rng = rng or random.Random()
-        self._pace = script(redis, "pace")
-        self._slot_renew = script(redis, "slot_renew")
-        self._throttle = script(redis, "throttle")
 
     async def wait_turn(self, source_id: str, rate: float, crawl_delay: float | None = None,
                         ) -> float:
@@ -73,15 +57,9 @@ class Politeness:
         waited = 0.0
         interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
-        keys = [pace_key(source_id), throttle_key(source_id)]
-        args: list[str | float] = [f"{interval:.6f}", f"{crawl_delay or 0.0:.6f}",
-                                   RECOVERY_PER_S, HOLD_WAIT_S]
         for _ in range(MAX_LATE_TURNS):
-            answer = await self._pace(keys=keys, args=args)
-            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-            if answer.startswith("held:"):
-                raise SourceHeld(float(answer[5:]))
-            wait = float(answer)
+            wait = await self.pacing.reserve(source_id, interval, crawl_delay or 0.0,
+                                             HOLD_WAIT_S)
             if wait <= 0:
                 return waited
             due = time.monotonic() + wait
@@ -97,13 +75,11 @@ class Politeness:
         burst: the requests in flight at the old pace answer 429 too) and, with a
         Retry-After, hold the whole source that long. Returns the factor now in force."""
         gap = max(MIN_CUT_GAP_S, concurrency / rate)
-        factor = await self._throttle(keys=[throttle_key(source_id)], args=[
-            f"{retry_after_s or 0.0:.3f}", DECREASE, MIN_FACTOR, RECOVERY_PER_S, f"{gap:.3f}"])
-        return float(factor)
+        return await self.pacing.throttle(source_id, retry_after_s, gap)
 
     async def effective_rates(self, rates: dict[str, float]) -> dict[str, tuple[float, float]]:
-        """See :func:`stratacrawl.hot.throttle.effective_rates`."""
-        return await effective_rates(self.redis, rates)
+        """See :func:`stratacrawl.hot.pacing.effective_rates`."""
+        return await self.pacing.effective_rates(rates)
 
     async def acquire_slot(self, source_id: str, holder: str, limit: int,
                            ttl_s: float = SLOT_TTL_S) -> bool:
@@ -114,10 +90,7 @@ class Politeness:
                           ttl_s: float = SLOT_TTL_S) -> int:
         """Renew these holders' slots of one source (one script call); returns how many
         hold one now."""
-        if not holders:
-            return 0
-        return int(await self._slot_renew(keys=[slots_key(source_id)],
-                                          args=[limit, ttl_s, *holders]))
+        return await self.pacing.renew_slots(source_id, holders, limit, ttl_s)
 
     async def release_slot(self, source_id: str, holder: str) -> None:
-        await self.redis.zrem(slots_key(source_id), holder)
+        await self.pacing.release_slot(source_id, holder)

@@ -20,7 +20,7 @@ from protego import Protego
 from stratacrawl.fetch.headers import ROBOTS_AGENT, USER_AGENTS
 from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.fetch.tls import ssl_context
-from stratacrawl.hot import keys as hot_keys
+from stratacrawl.hot import caches
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.urls import check_target
@@ -85,9 +85,8 @@ class RobotsCache:
         hit = self._parsed.get(org)
         if hit and hit[0] > now:
             return hit[1], hit[2]
-        key = hot_keys.robots(org)
-        cached = await self.redis.get(key)
-        if cached is None:
+        body = await caches.robots_text(self.redis, org)
+        if body is None:
             try:
                 if before_fetch is not None:  # robots.txt is a request like any other: paced
                     await before_fetch()
@@ -103,9 +102,7 @@ class RobotsCache:
                 body, ttl = "", TTL_S            # no robots.txt: no rules
             else:
                 body, ttl = UNAVAILABLE, 300     # try again in 5 minutes
-            await self.redis.set(key, body, ex=ttl)
-        else:
-            body = cached.decode("utf-8", "replace") if isinstance(cached, bytes) else cached
+            await caches.save_robots_text(self.redis, org, body, ttl)
         unavailable = body == UNAVAILABLE
         parser = None if unavailable or not body else Protego.parse(body)
         self._parsed[org] = (now + 60, parser, unavailable)

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.sessions import save_sessions, unexpired_sessions
 from stratacrawl.fetch.fetcher import SourceClient
-from stratacrawl.hot import keys as hot_keys
+from stratacrawl.hot import caches
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.sources import Source
 
@@ -41,10 +41,8 @@ class Sessions:
         client = self.clients.get(source.id)
         if client is None:
             cookies = httpx.Cookies()
-            raw = await self.redis.get(hot_keys.cookies(source.id))
-            if raw:
-                for name, value in json.loads(raw).items():
-                    cookies.set(name, value)
+            for name, value in (await caches.cookies(self.redis, source.id) or {}).items():
+                cookies.set(name, value)
             # Another batch of this source may have made one while we read the cookies:
             # keep that one (a second client would never be closed).
             client = self.clients.get(source.id)
@@ -56,8 +54,7 @@ class Sessions:
         """The source's cookies into hot, for the other workers (after each batch)."""
         client = self.clients.get(source_id)
         if client is not None and client.cookies:
-            await self.redis.set(hot_keys.cookies(source_id), json.dumps(_jar(client)),
-                                 ex=SESSION_TTL_S)
+            await caches.save_cookies(self.redis, source_id, _jar(client), SESSION_TTL_S)
 
     async def close(self) -> None:
         """Close every client on every path; the cookies go to cold for recovery."""
@@ -78,6 +75,6 @@ async def restore_sessions(redis: HotRedis, pool: AsyncConnectionPool) -> int:
     restored = 0
     for source_id, cookies, ttl in await unexpired_sessions(pool):
         ttl_s = int(min(max(ttl, 1.0), SESSION_TTL_S))
-        if await redis.set(hot_keys.cookies(source_id), cookies, ex=ttl_s, nx=True):
+        if await caches.save_cookies(redis, source_id, cookies, ttl_s, unless_present=True):
             restored += 1
     return restored

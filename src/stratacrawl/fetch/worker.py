@@ -40,11 +40,12 @@ from stratacrawl.fetch.sessions import Sessions
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.links import canonical_link
 from stratacrawl.frontier.recrawl import RecrawlBudget, changed, next_day
-from stratacrawl.frontier.scheduler import Heartbeat, Scheduler
+from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
+from stratacrawl.hot.live import LiveMetrics
 from stratacrawl.hot.url_state import HotURL, HotURLState
+from stratacrawl.hot.workers import Heartbeat
 from stratacrawl.monitor.histogram import LatencyHistogram
-from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.tier_errors import TIER_DOWN

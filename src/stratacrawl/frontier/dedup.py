@@ -25,7 +25,7 @@ from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import last_crawled
-from stratacrawl.frontier.bloom import BloomFilter
+from stratacrawl.hot.bloom import BloomFilter
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.warm.indices import IndexLayout
 from stratacrawl.warm.url_docs import last_crawled as warm_last_crawled

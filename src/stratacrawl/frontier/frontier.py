@@ -24,7 +24,7 @@ from psycopg import AsyncConnection
 
 from stratacrawl.cold.ledger import Ledger, ReadyCursor
 from stratacrawl.cold.tasks import Batch, NewTask, Outcome
-from stratacrawl.frontier.hot_queue import HotQueue
+from stratacrawl.hot.queue import HotQueue
 
 LEVEL2_DELAY = timedelta(minutes=15)
 # Ready windows share one budget of entries (~100 B each in Redis): each source's window is

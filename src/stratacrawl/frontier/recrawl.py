@@ -33,14 +33,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stratacrawl.cold.tasks import LISTS
-from stratacrawl.hot import keys
+from stratacrawl.hot.budget import add_recrawl_asks
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.sources import Source
 
 SHRINK = 0.5
 GROW = 1.5
 FRESH_CADENCES = 2.0   # a known link fetched within this many cadences is news on a page
-BUDGET_TTL_S = 2 * 86_400   # a day's counter outlives the day (clocks differ a little)
 
 
 def recurs(source: Source, kind: str) -> bool:
@@ -101,9 +100,6 @@ class RecrawlBudget:
         if limit is None or wanted == 0:
             return wanted
         day = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d")
-        key = keys.recrawl_budget(source.id, day)
-        total = int(await self.redis.incrby(key, wanted))
-        if total == wanted:   # the day's first ask made the counter
-            await self.redis.expire(key, BUDGET_TTL_S)
+        total = await add_recrawl_asks(self.redis, source.id, day, wanted)
         # the counter counts what was asked for; the grant is what was left before this ask
         return max(0, min(wanted, limit - (total - wanted)))

@@ -9,27 +9,14 @@ while another drowns. Sources are ordered by their best ready task
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
-from stratacrawl.frontier.hot_queue import BAND, ready_key
-from stratacrawl.hot import keys as hot_keys
+from stratacrawl.hot import workers as heartbeats
 from stratacrawl.hot.client import HotRedis
-
-WORKERS_KEY = hot_keys.WORKERS
-HEARTBEAT_TTL_S = 30.0
-
-
-@dataclass
-class Heartbeat:
-    worker: str
-    depth: int            # batches queued or running on the worker
-    latency_ms: float     # mean response time it observes
-    in_flight: int        # requests in flight
-    ts: float = 0.0
+from stratacrawl.hot.queue import best_scores, due_of
+from stratacrawl.hot.workers import Heartbeat
 
 
 class Scheduler:
@@ -38,25 +25,13 @@ class Scheduler:
         self.max_batches = max_batches
 
     async def beat(self, hb: Heartbeat) -> None:
-        hb.ts = time.time()
-        await self.redis.hset(WORKERS_KEY, hb.worker, json.dumps(asdict(hb)))
+        await heartbeats.beat(self.redis, hb)
 
     async def leave(self, worker: str) -> None:
-        await self.redis.hdel(WORKERS_KEY, worker)
+        await heartbeats.leave(self.redis, worker)
 
     async def workers(self) -> list[Heartbeat]:
-        now = time.time()
-        live: list[Heartbeat] = []
-        dead: list[bytes | str] = []
-        for name, raw in (await self.redis.hgetall(WORKERS_KEY)).items():
-            hb = Heartbeat(**json.loads(raw))
-            if now - hb.ts < HEARTBEAT_TTL_S:
-                live.append(hb)
-            else:
-                dead.append(name)
-        if dead:
-            await self.redis.hdel(WORKERS_KEY, *dead)
-        return live
+        return await heartbeats.live_workers(self.redis)
 
     @staticmethod
     def weight(hb: Heartbeat) -> float:
@@ -74,17 +49,11 @@ class Scheduler:
 
     async def order(self, source_ids: Sequence[str]) -> list[str]:
         """Sources with ready tasks in their hot window, best first; then the others."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for s in source_ids:
-                pipe.zrange(ready_key(s), 0, 0, withscores=True)
-            heads = await pipe.execute()
         now = time.time()
         scored = []
-        for s, head in zip(source_ids, heads, strict=True):
-            if head:
-                score = float(head[0][1])
-                due = score % BAND
-                scored.append((0 if due <= now else 1, score, s))
-            else:
+        for s, best in zip(source_ids, await best_scores(self.redis, source_ids), strict=True):
+            if best is None:
                 scored.append((2, 0.0, s))
+            else:
+                scored.append((0 if due_of(best) <= now else 1, best, s))
         return [s for *_, s in sorted(scored)]

@@ -18,7 +18,6 @@ evidence that could revoke it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from stratacrawl.cold.url_rules import (
 )
 from stratacrawl.cold.url_state import statuses
 from stratacrawl.errors import InvalidURL
-from stratacrawl.hot import keys
+from stratacrawl.hot import caches
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.sources import Source
 from stratacrawl.url_equivalence import Rule, mine, state_of
@@ -95,11 +94,11 @@ class UrlRules:
 
     async def _learned(self, source_id: str) -> tuple[Rule, ...]:
         try:
-            raw = await self.redis.get(keys.url_rules(source_id))
+            published = await caches.url_rules(self.redis, source_id)
         except Exception:   # hot away: cold answers
-            raw = None
-        if raw is not None:
-            return tuple(Rule.parse(t) for t in json.loads(raw))
+            published = None
+        if published is not None:
+            return tuple(Rule.parse(t) for t in published)
         rows = await load_rules(self.pool, source_id)
         texts = [r.rule for r in rows if r.state == "active"]
         await self._publish(source_id, texts)
@@ -107,7 +106,7 @@ class UrlRules:
 
     async def _publish(self, source_id: str, texts: Sequence[str]) -> None:
         try:
-            await self.redis.set(keys.url_rules(source_id), json.dumps(sorted(texts)))
+            await caches.publish_url_rules(self.redis, source_id, texts)
         except Exception as e:   # a cache: cold stays the truth
             log.warning("url rules: hot cache not written for %s: %s", source_id, e)
         self._cache.pop(source_id, None)

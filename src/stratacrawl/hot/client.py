@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any, TypeGuard
 
 import hiredis
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
@@ -120,6 +121,18 @@ async def mget(redis: HotRedis, keys: Sequence[str]) -> list[Any]:
     if is_cluster(redis):
         return list(await redis.mget_nonatomic(list(keys)))
     return list(await redis.mget(keys))
+
+
+def flush_database(url: str) -> None:
+    """Empty the Redis database at ``url`` (a scratch database of tests and benchmarks)."""
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+
+
+async def server_version(redis: HotRedis) -> str:
+    """The Redis version the server (a cluster: the node answering) reports."""
+    info = await redis.info("server")
+    return str(info.get("redis_version", "?"))
 
 
 async def check_kind(redis: HotRedis, url: str) -> None:

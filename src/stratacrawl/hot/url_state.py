@@ -9,14 +9,14 @@ entries here are evicted by the LFU-with-recency score (tier sinking).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import NoScriptError
 
 from stratacrawl.hot import keys
-from stratacrawl.hot.client import HotRedis, as_cluster, is_cluster
+from stratacrawl.hot.client import HotRedis, as_cluster, is_cluster, scan_keys
 from stratacrawl.hot.scripts import script
 
 FIELDS = ("lc", "h", "la", "et", "lm", "ch", "st")
@@ -30,6 +30,36 @@ Fields = Mapping[str, str | int | float | None]
 
 def key(fp: str) -> str:
     return keys.url_state(fp)
+
+
+async def fingerprint_batches(redis: HotRedis, batch: int) -> AsyncGenerator[list[str], None]:
+    """The fingerprints of every URL state hot holds, ``batch`` at a time, in the order of
+    a keyspace scan (a URL added during the scan may be missed; none is seen twice per
+    batch)."""
+    prefix = len(keys.URL_STATE_PREFIX)
+    fps: list[str] = []
+    async for k in scan_keys(redis, keys.URL_STATE_PREFIX + "*", max(batch, 1000)):
+        fps.append(k[prefix:])
+        if len(fps) >= batch:
+            yield fps
+            fps = []
+    if fps:
+        yield fps
+
+
+async def access_of(redis: HotRedis, fps: Sequence[str]) -> list[tuple[int, float | None]]:
+    """Per fingerprint: (hits, last access epoch; ``None`` where hot has no access)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for fp in fps:
+            pipe.hmget(key(fp), "h", "la")
+        rows = await pipe.execute()
+    return [(int(h or 0), None if la is None else float(la)) for h, la in rows]
+
+
+async def forget(redis: HotRedis, fps: Sequence[str]) -> None:
+    """Drop these URL states from hot (after their durable copy is written)."""
+    if fps:
+        await redis.delete(*[key(fp) for fp in fps])
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.alerts import raise_alert, resolve_alerts
-from stratacrawl.hot import keys as hot_keys
+from stratacrawl.hot import alerts as alert_state
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.history import prune, roll_up
@@ -25,7 +25,6 @@ from stratacrawl.monitor.snapshot import capture
 from stratacrawl.sources import SourcesFile
 
 log = logging.getLogger(__name__)
-PENDING = hot_keys.ALERTS_PENDING
 RULES = ("fetch_stopped", "success_rate", "retry_ratio", "ingest_lag", "latency",
          "backlog_growing")
 BACKLOG_WINDOW_S = 900
@@ -40,23 +39,6 @@ class Evaluation:
     pending: list[tuple[str, Finding, float]] = field(default_factory=list)  # held so far (s)
 
 
-backlog_key = hot_keys.backlog
-
-
-async def _backlog_history(redis: HotRedis, pool: AsyncConnectionPool, m: SourceMetrics,
-                           now: float) -> list[tuple[float, int]]:
-    key = backlog_key(m.source_id)
-    await redis.zadd(key, {f"{now:.3f}:{m.ledger_backlog}": now})
-    await redis.zremrangebyscore(key, 0, now - BACKLOG_WINDOW_S)
-    await redis.expire(key, BACKLOG_WINDOW_S * 2)
-    raw = await redis.zrange(key, 0, -1)
-    out = []
-    for item in raw:
-        at, n = (item.decode() if isinstance(item, bytes) else str(item)).split(":")
-        out.append((float(at), int(n)))
-    return out
-
-
 async def evaluate(redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesFile, *, hold_s: float = 180.0,
                    emit: Emit | None = None, now: float | None = None) -> Evaluation:
     now = now or time.time()
@@ -66,21 +48,20 @@ async def evaluate(redis: HotRedis, pool: AsyncConnectionPool, sources: SourcesF
     ev = Evaluation(metrics)
     for source in sources.sources:
         m = metrics[source.id]
-        found = {f.rule: f for f in findings(m, source.alerts, now,
-                                             await _backlog_history(redis, pool, m, now))}
+        backlog = await alert_state.backlog_samples(redis, source.id, m.ledger_backlog, now,
+                                                    BACKLOG_WINDOW_S)
+        found = {f.rule: f for f in findings(m, source.alerts, now, backlog)}
         for rule in RULES:
-            field_name = f"{rule}|{source.id}"
             f = found.get(rule)
             if f is None:
-                await redis.hdel(PENDING, field_name)
+                await alert_state.cleared(redis, rule, source.id)
                 if await resolve_alerts(pool, kind=rule, source_id=source.id):
                     ev.resolved.append((source.id, rule))
                     log.info("alert resolved: %s %s", rule, source.id)
                     if emit:
                         emit("stratacrawl.alert.resolved", {"rule": rule, "source": source.id})
                 continue
-            await redis.hsetnx(PENDING, field_name, f"{now:.3f}")
-            since = float(await redis.hget(PENDING, field_name) or now)
+            since = await alert_state.held_since(redis, rule, source.id, now)
             if now - since < hold_s:
                 ev.pending.append((source.id, f, now - since))
                 continue

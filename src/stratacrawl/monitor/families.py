@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import monitoring as q
-from stratacrawl.frontier.hot_queue import ready_key
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.monitor.live import LiveMetrics, Window
+from stratacrawl.hot.live import LiveMetrics, Window
+from stratacrawl.hot.queue import ready_count
 
 WINDOW_MIN = 5
 BASELINE_MIN = 60
@@ -77,7 +77,7 @@ async def collect(redis: HotRedis, pool: AsyncConnectionPool, source_ids: list[s
         m.window = await live.window(sid, WINDOW_MIN, now=now)
         m.baseline = await live.window(sid, BASELINE_MIN, end_offset=WINDOW_MIN, now=now)
         m.settled = await live.window(sid, WINDOW_MIN, now=last_min * 60)
-        m.hot_backlog = int(await redis.zcard(ready_key(sid)))
+        m.hot_backlog = await ready_count(redis, sid)
     async with pool.connection() as conn:
         for sid, backlog, due, lag in await q.ledger_backlog(conn, source_ids):
             m = out[sid]

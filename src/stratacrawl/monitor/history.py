@@ -13,8 +13,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.metrics_history import MinuteRow, prune_minutes, record_minutes
 from stratacrawl.hot.client import HotRedis
+from stratacrawl.hot.live import KEEP_S, LiveMetrics
 from stratacrawl.monitor.families import SourceMetrics
-from stratacrawl.monitor.live import KEEP_S, LiveMetrics
 
 KEEP_DAYS = 7
 EVALUATION_MINUTES = 10  # an evaluation re-writes this many minutes (idempotent)

@@ -10,9 +10,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import monitoring as q
-from stratacrawl.frontier.hot_queue import leased_key, ready_key
 from stratacrawl.hot.client import HotRedis, connections_in_use
-from stratacrawl.monitor.live import LiveMetrics
+from stratacrawl.hot.live import LiveMetrics
+from stratacrawl.hot.queue import leased_count, ready_count
 
 
 async def capture(redis: HotRedis, pool: AsyncConnectionPool, source_id: str | None,
@@ -27,8 +27,8 @@ async def capture(redis: HotRedis, pool: AsyncConnectionPool, source_id: str | N
             queues["ledger"] = await q.task_states(conn, source_id)
             errors = await q.last_errors(conn, source_id)
     if source_id is not None:
-        queues["hot_ready"] = int(await redis.zcard(ready_key(source_id)))
-        queues["hot_leased"] = int(await redis.zcard(leased_key(source_id)))
+        queues["hot_ready"] = await ready_count(redis, source_id)
+        queues["hot_leased"] = await leased_count(redis, source_id)
         trace = await LiveMetrics(redis=redis).trace(source_id)
         errors = [{**t, "from": "trace"} for t in trace if t.get("error")] + errors
     pool_states = {"postgres": pool.get_stats(),

@@ -30,12 +30,12 @@ from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validati
 from stratacrawl.cold.validation_results import latest_per_source
 from stratacrawl.docs_links import served_at
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.throttle import effective_rates
+from stratacrawl.hot.live import LiveMetrics
+from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SourceMetrics, collect
 from stratacrawl.monitor.history import roll_up
-from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom import registry
 from stratacrawl.monitor.rules import findings
 from stratacrawl.sources import AlertThresholds, SourcesFile

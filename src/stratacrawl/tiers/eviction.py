@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import write_access
-from stratacrawl.hot import keys as hot_keys
-from stratacrawl.hot.client import HotRedis, scan_keys, used_memory_bytes
-from stratacrawl.hot.url_state import key as hot_key
-
-PREFIX = hot_keys.URL_STATE_PREFIX
+from stratacrawl.hot.client import HotRedis, used_memory_bytes
+from stratacrawl.hot.url_state import access_of, fingerprint_batches, forget
 
 
 @dataclass
@@ -40,15 +37,12 @@ async def used_mb(redis: HotRedis) -> float:
 
 
 async def _sample(redis: HotRedis, n: int) -> list[str]:
-    """About ``n`` hot URL keys (the first the keyspace scan meets)."""
-    keys: list[str] = []
-    scan = scan_keys(redis, PREFIX + "*", max(n, 1000))
-    async with contextlib.aclosing(scan):
-        async for k in scan:
-            keys.append(k)
-            if len(keys) >= n:
-                break
-    return keys
+    """About ``n`` fingerprints of hot URL states (the first the keyspace scan meets)."""
+    batches = fingerprint_batches(redis, n)
+    async with contextlib.aclosing(batches):
+        async for fps in batches:
+            return fps
+    return []
 
 
 async def evict_hot(redis: HotRedis, pool: AsyncConnectionPool, *, budget_mb: float,
@@ -59,22 +53,18 @@ async def evict_hot(redis: HotRedis, pool: AsyncConnectionPool, *, budget_mb: fl
     used = stats.used_before_mb
     while used > budget_mb and stats.rounds < max_rounds:
         stats.rounds += 1
-        keys = await _sample(redis, sample)
-        if not keys:
+        fps = await _sample(redis, sample)
+        if not fps:
             break
-        async with redis.pipeline(transaction=False) as pipe:
-            for k in keys:
-                pipe.hmget(k, "h", "la")
-            rows = await pipe.execute()
         t = now or time.time()
         scored = sorted(
-            (score(int(h or 0), float(la or 0), t), k[len(PREFIX):], int(h or 0), float(la or 0))
-            for k, (h, la) in zip(keys, rows, strict=True))
+            (score(h, la or 0.0, t), fp, h, la or 0.0)
+            for fp, (h, la) in zip(fps, await access_of(redis, fps), strict=True))
         victims = scored[:max(1, int(len(scored) * share))]
         # durable copy first, then drop from hot
         await write_access(pool, [v[1] for v in victims], [v[2] for v in victims],
                            [v[3] for v in victims])
-        await redis.delete(*[hot_key(v[1]) for v in victims])
+        await forget(redis, [v[1] for v in victims])
         stats.evicted += len(victims)
         used = await used_mb(redis)
     stats.used_after_mb = used

@@ -23,8 +23,8 @@ from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.runs import DEAD_AFTER
 from stratacrawl.cold.url_state import all_url_hashes, synced_per_week, unsync_weeks
 from stratacrawl.fetch.sessions import restore_sessions
-from stratacrawl.frontier.bloom import BloomFilter
 from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.hot.bloom import BloomFilter
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.staging.loader import drain
 from stratacrawl.staging.spool import Spool

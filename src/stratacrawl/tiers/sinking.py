@@ -30,10 +30,10 @@ from psycopg_pool import AsyncConnectionPool
 from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.staging import drop_partition, staging_partitions
 from stratacrawl.cold.url_state import last_used, write_access
-from stratacrawl.hot.client import HotRedis, scan_keys
+from stratacrawl.hot.client import HotRedis
+from stratacrawl.hot.url_state import access_of, fingerprint_batches
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
-from stratacrawl.tiers.eviction import PREFIX
 from stratacrawl.warm.indices import IndexLayout, ensure_week_indices
 from stratacrawl.warm.url_docs import accessed_before, drop_empty_weeks, index_docs, refresh
 
@@ -59,30 +59,13 @@ async def write_back_access(redis: HotRedis, pool: AsyncConnectionPool,
                             batch: int = 5000) -> int:
     """Hot hits and last access → cold ``url_state`` (so sinking judges by real use)."""
     total = 0
-    keys: list[str] = []
-    async for k in scan_keys(redis, PREFIX + "*", batch):
-        keys.append(k)
-        if len(keys) >= batch:
-            total += await _write_back(redis, pool, keys)
-            keys = []
-    return total + await _write_back(redis, pool, keys)
-
-
-async def _write_back(redis: HotRedis, pool: AsyncConnectionPool, keys: list[str]) -> int:
-    if not keys:
-        return 0
-    async with redis.pipeline(transaction=False) as pipe:
-        for k in keys:
-            pipe.hmget(k, "h", "la")
-        rows = await pipe.execute()
-    fps, hits, las = [], [], []
-    for k, (h, la) in zip(keys, rows, strict=True):
-        if la is None:
-            continue
-        fps.append(k[len(PREFIX):])
-        hits.append(int(h or 0))
-        las.append(float(la))
-    return await write_access(pool, fps, hits, las) if fps else 0
+    async for fps in fingerprint_batches(redis, batch):
+        accessed = [(fp, h, la) for fp, (h, la) in zip(fps, await access_of(redis, fps),
+                                                       strict=True) if la is not None]
+        if accessed:
+            total += await write_access(pool, [a[0] for a in accessed],
+                                        [a[1] for a in accessed], [a[2] for a in accessed])
+    return total
 
 
 async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: IndexLayout,

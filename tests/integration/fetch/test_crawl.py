@@ -8,7 +8,6 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from stratacrawl.crawl import crawl
-from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
@@ -117,7 +116,7 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     too_many = stats["counts"].get("429", 0)
     print("429 test:", stats["counts"], dict(s.reasons), report.seconds)
     assert 0 < too_many <= 0.25 * stats["counts"]["requests"], stats["counts"]
-    effective = await Politeness(redis=comps.redis).effective_rates({sid: 40.0})
+    effective = await comps.politeness.effective_rates({sid: 40.0})
     assert effective and effective[sid][0] < 20.0  # still well under the configured 40/s
     assert report.to_json()["throttled"][sid]["rate"] < 40.0  # shown in crawl --json
     ops = OpsApp(comps.redis, comps.pool, sources_for(storm, rate=40.0))

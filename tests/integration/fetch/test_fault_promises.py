@@ -19,7 +19,6 @@ import yaml
 from stratacrawl.crawl import crawl
 from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.fetcher import Fetcher, SourceClient
-from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache, fetch_text
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
@@ -93,7 +92,7 @@ async def test_restart_under_the_same_worker_id_leaves_no_gap(comps: Components,
 
 
 async def test_a_slot_nobody_renews_is_free_again(comps: Components) -> None:
-    p = Politeness(redis=comps.redis)
+    p = comps.politeness
     assert await p.acquire_slot("s1", "dead:1", 1, ttl_s=0.5)
     assert not await p.acquire_slot("s1", "live:1", 1, ttl_s=0.5)  # at its limit
     assert await p.renew_slots("s1", ["dead:1"], 1, ttl_s=0.5) == 1  # renewing keeps it
@@ -102,7 +101,7 @@ async def test_a_slot_nobody_renews_is_free_again(comps: Components) -> None:
 
 
 async def test_retry_after_holds_the_whole_source(comps: Components) -> None:
-    p = Politeness(redis=comps.redis)
+    p = comps.politeness
     factor = await p.throttle("s1", rate=10.0, concurrency=2, retry_after_s=30.0)
     assert factor == pytest.approx(0.5)
     # A burst of 429s answered at the old pace is one signal, not a collapse.
@@ -129,7 +128,7 @@ async def test_private_sources_get_no_request_on_any_path(comps: Components) -> 
         report = await crawl(comps, sources, until_idle=True, seconds=30, flush_s=0.3)
         assert report.discovery.dropped["private-network"] >= 1
         # A task that reached the ledger another way (an older version, a sitemap):
-        fetcher = Fetcher(politeness=Politeness(redis=comps.redis),
+        fetcher = Fetcher(politeness=comps.politeness,
                           robots=RobotsCache(redis=comps.redis))
         client = SourceClient(source)
         try:

@@ -15,7 +15,6 @@ from stratacrawl.fetch.fetcher import (
     Fetcher,
     SourceClient,
 )
-from stratacrawl.fetch.politeness import Politeness
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.sources import parse_sources
 from stratacrawl.wiring import Components
@@ -60,7 +59,7 @@ async def test_large_bodies_are_read_a_few_at_a_time(
         "id": "big", "seeds": [f"{base}/big/0"], "allow": [f"^{base}/"], "rate": 1000.0,
         "concurrency": n, "robots": "ignore", "allow_private_networks": True,
         "timeout_s": 30.0}]}).sources[0]
-    fetcher = Fetcher(politeness=Politeness(redis=comps.redis),
+    fetcher = Fetcher(politeness=comps.politeness,
                       robots=RobotsCache(redis=comps.redis))
     client = SourceClient(source)
     try:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stratacrawl.frontier.bloom import BloomSpec
 from stratacrawl.frontier.dedup import Seen
+from stratacrawl.hot.bloom import BloomSpec
 from stratacrawl.sources import Source
 from stratacrawl.urls import fingerprint
 from stratacrawl.wiring import Components

@@ -334,8 +334,8 @@ def _claimer(db_url: str, redis_url: str, cluster: bool,
     from stratacrawl.cold.ledger import Ledger
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.frontier.frontier import Frontier
-    from stratacrawl.frontier.hot_queue import HotQueue
     from stratacrawl.hot.client import connect
+    from stratacrawl.hot.queue import HotQueue
 
     async def main() -> list[int]:
         got: list[int] = []

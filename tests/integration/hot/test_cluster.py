@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from stratacrawl.errors import ConfigError, ServiceUnavailable
-from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
+from stratacrawl.hot.bloom import BloomFilter, BloomSpec
 from stratacrawl.wiring import Components, Runtime, check_redis, open_components
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
-from stratacrawl.frontier.bloom import BloomFilter, BloomSpec
 from stratacrawl.hot import keys
+from stratacrawl.hot.bloom import BloomFilter, BloomSpec
 from stratacrawl.hot.client import key_count, mget, used_memory_bytes
 from stratacrawl.hot.url_state import key as hot_key
 from stratacrawl.sim import SimulatorThread

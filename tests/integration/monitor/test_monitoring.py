@@ -18,10 +18,10 @@ from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
 from stratacrawl.fetch.classify import Kind, Verdict
 from stratacrawl.fetch.result import FetchResult
+from stratacrawl.hot.live import LiveMetrics
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, collect
 from stratacrawl.monitor.inspection import inspect
-from stratacrawl.monitor.live import LiveMetrics
 from stratacrawl.monitor.prom import FAMILIES
 from stratacrawl.monitor.rules import findings
 from stratacrawl.monitor.web import OpsApp

@@ -15,7 +15,7 @@ import yaml
 
 from stratacrawl.crawl import crawl
 from stratacrawl.frontier.dedup import Seen
-from stratacrawl.frontier.hot_queue import ready_key
+from stratacrawl.hot.queue import ready_key
 from stratacrawl.sim import SimulatorThread
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.urls import fingerprint

@@ -14,8 +14,8 @@ import yaml
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from stratacrawl.hot.live import Window
 from stratacrawl.monitor.families import SourceMetrics
-from stratacrawl.monitor.live import Window
 from stratacrawl.monitor.prom import registry
 from stratacrawl.monitor.prom_rules import _alert_name, rules_document
 from stratacrawl.monitor.rules import PROMQL, findings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from stratacrawl.hot.live import Window
 from stratacrawl.monitor.families import SourceMetrics
-from stratacrawl.monitor.live import Window
 from stratacrawl.monitor.rules import findings
 from stratacrawl.sources import AlertThresholds
 

@@ -28,6 +28,30 @@ def score(priority: int, due_epoch: float) -> float:
     return (10 - max(0, min(priority, 10))) * BAND + due_epoch
 
 
+def due_of(score_: float) -> float:
+    """The due epoch a window score holds (its priority band taken off)."""
+    return score_ % BAND
+
+
+async def ready_count(redis: HotRedis, source_id: str) -> int:
+    """Ids in the source's ready window."""
+    return int(await redis.zcard(ready_key(source_id)))
+
+
+async def leased_count(redis: HotRedis, source_id: str) -> int:
+    """Ids of the source leased from its window and not yet done."""
+    return int(await redis.zcard(leased_key(source_id)))
+
+
+async def best_scores(redis: HotRedis, source_ids: Sequence[str]) -> list[float | None]:
+    """Each source's best ready score, ``None`` where its window is empty (one pipeline)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for s in source_ids:
+            pipe.zrange(ready_key(s), 0, 0, withscores=True)
+        heads = await pipe.execute()
+    return [float(head[0][1]) if head else None for head in heads]
+
+
 class HotQueue:
     """Ready queues and leases of all sources in one Redis."""
 
@@ -45,7 +69,7 @@ class HotQueue:
         return self.window if self.share is None else min(self.window, self.share)
 
     async def size(self, source_id: str) -> int:
-        return int(await self.redis.zcard(ready_key(source_id)))
+        return await ready_count(self.redis, source_id)
 
     async def push(self, source_id: str, items: Sequence[tuple[int, int, float]]) -> None:
         """Add (id, priority, due epoch) entries; re-adding an id only updates its score."""
@@ -87,7 +111,7 @@ class HotQueue:
             await pipe.execute()
 
     async def in_flight(self, source_id: str) -> int:
-        return int(await self.redis.zcard(leased_key(source_id)))
+        return await leased_count(self.redis, source_id)
 
     async def drop_expired_leases(self, source_id: str) -> int:
         return int(await self.redis.zremrangebyscore(leased_key(source_id), "-inf", time.time()))
