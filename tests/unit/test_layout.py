@@ -125,6 +125,28 @@ def test_redis_commands_live_only_in_hot() -> None:
         assert not REDIS_CALL.search(line), line
 
 
+def test_the_cold_tier_has_one_calling_style() -> None:
+    """Every async function of ``stratacrawl/cold/`` that talks to PostgreSQL takes ``db``
+    first (the pool, or a connection the caller holds); one that only makes sense inside
+    the caller's transaction takes ``conn`` and says so in its docstring."""
+    found = []
+    for path in sorted((ROOT / "src" / "stratacrawl" / "cold").glob("*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if not isinstance(fn, ast.AsyncFunctionDef) or not fn.args.args:
+                continue
+            first = fn.args.args[0]
+            ann = ast.unparse(first.annotation) if first.annotation else ""
+            doc = ast.get_docstring(fn) or ""
+            if first.arg == "db" and ann == "Db":
+                continue
+            if first.arg == "conn" and "transaction" in doc:
+                continue
+            if "Pool" in ann or "Connection" in ann:
+                found.append(f"{path.name}: {fn.name}({first.arg}: {ann})")
+    # ping waits for the pool itself to lend a connection: a question to the pool
+    assert found == ["pool.py: ping(pool: AsyncConnectionPool)"], "\n".join(found)
+
+
 def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:
     for text in ("SELECT 1", "INSERT INTO tasks (a) VALUES (1)", "UPDATE tasks t SET x = 1",
                  "WITH RECURSIVE s AS (", "DELETE FROM records", "CREATE TEMP TABLE x (",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from stratacrawl.cold.pool import Db, connection
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Alert:
     snapshot_id: int | None = None
 
 
-async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | None,
+async def raise_alert(db: Db, *, kind: str, source_id: str | None,
                       message: str, details: dict[str, Any] | None = None,
                       severity: str = "warning", level: str | None = None,
                       quiet_for: timedelta = timedelta(hours=1)) -> int | None:
@@ -33,7 +33,7 @@ async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | 
     alert of a milder level (P2 while this one is P1: levels run P0, the most severe, to
     P3) is not folded into: it is resolved as escalated and this one recorded, so a
     condition that worsens notifies again at its new level."""
-    async with pool.connection() as conn, conn.transaction():
+    async with connection(db) as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('alert:' || %s || ':' || %s))",
                            (kind, source_id or ""))
         cur = await conn.execute(
@@ -55,16 +55,16 @@ async def raise_alert(pool: AsyncConnectionPool, *, kind: str, source_id: str | 
         return int(row[0]) if row else None
 
 
-async def resolve_alerts(pool: AsyncConnectionPool, *, kind: str, source_id: str | None) -> int:
-    async with pool.connection() as conn:
+async def resolve_alerts(db: Db, *, kind: str, source_id: str | None) -> int:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "UPDATE alerts SET resolved_at = now() WHERE kind = %s AND source_id "
             "IS NOT DISTINCT FROM %s AND resolved_at IS NULL", (kind, source_id))
         return cur.rowcount
 
 
-async def open_alerts(pool: AsyncConnectionPool, kind: str | None = None) -> list[Alert]:
-    async with pool.connection() as conn:
+async def open_alerts(db: Db, kind: str | None = None) -> list[Alert]:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT id, raised_at, kind, source_id, severity, message, details, level, "
             "snapshot_id FROM alerts "

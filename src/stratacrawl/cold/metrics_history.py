@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from psycopg_pool import AsyncConnectionPool
+from stratacrawl.cold.pool import Db, connection
 
 
 @dataclass
@@ -33,10 +33,10 @@ _UPSERT = (f"INSERT INTO metrics_minutes ({', '.join(COLUMNS)}) VALUES "
            + ", ".join(f"{c} = COALESCE(EXCLUDED.{c}, metrics_minutes.{c})" for c in _VALUES))
 
 
-async def record_minutes(pool: AsyncConnectionPool, rows: list[MinuteRow]) -> None:
+async def record_minutes(db: Db, rows: list[MinuteRow]) -> None:
     if not rows:
         return
-    async with pool.connection() as conn, conn.cursor() as cur:
+    async with connection(db) as conn, conn.cursor() as cur:
         await cur.executemany(_UPSERT, [[getattr(r, c) for c in COLUMNS] for r in rows])
 
 
@@ -48,23 +48,23 @@ def _of_source(sql: str, params: list[object],
     return sql + " AND source_id = %s", [*params, source_id]
 
 
-async def read_minutes(pool: AsyncConnectionPool, since: datetime,
+async def read_minutes(db: Db, since: datetime,
                        source_id: str | None = None) -> list[MinuteRow]:
     """Rows since ``since``, by minute (one source, or every source)."""
     sql, params = _of_source(f"SELECT {', '.join(COLUMNS)} FROM metrics_minutes "
                              "WHERE minute >= %s", [since], source_id)
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(sql + " ORDER BY minute, source_id", params)
         return [MinuteRow(*row) for row in await cur.fetchall()]
 
 
-async def prune_minutes(pool: AsyncConnectionPool, before: datetime) -> int:
-    async with pool.connection() as conn:
+async def prune_minutes(db: Db, before: datetime) -> int:
+    async with connection(db) as conn:
         cur = await conn.execute("DELETE FROM metrics_minutes WHERE minute < %s", (before,))
         return cur.rowcount
 
 
-async def alert_spans(pool: AsyncConnectionPool, since: datetime,
+async def alert_spans(db: Db, since: datetime,
                       source_id: str | None = None) -> list[tuple[datetime, datetime | None,
                                                                   str, str | None, str]]:
     """Alerts open at any time since ``since``: (raised, resolved or None, level or
@@ -72,16 +72,16 @@ async def alert_spans(pool: AsyncConnectionPool, since: datetime,
     sql, params = _of_source("SELECT raised_at, resolved_at, coalesce(level, severity), "
                              "source_id, kind FROM alerts WHERE (resolved_at IS NULL OR "
                              "resolved_at >= %s)", [since], source_id)
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(sql + " ORDER BY raised_at", params)
         return list(await cur.fetchall())
 
 
-async def validation_strip(pool: AsyncConnectionPool, source_id: str,
+async def validation_strip(db: Db, source_id: str,
                            days: int = 14) -> list[tuple[str, bool, str | None]]:
     """The newest result of each of the source's last ``days`` validated days:
     (day, success, Data Docs page)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT DISTINCT ON (day) day::text, success, data_docs FROM validation_results "
             "WHERE source_id = %s AND day > current_date - %s ORDER BY day, run_at DESC",

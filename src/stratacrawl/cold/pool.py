@@ -1,7 +1,20 @@
-"""An async psycopg connection pool for the cold tier's hot paths (COPY, claims)."""
+"""An async psycopg connection pool for the cold tier, and the one way the cold tier's
+async functions are called.
+
+Every such function takes ``db`` first: the pool, or a connection the caller already
+holds — to run several reads on one connection, or to make the call part of the caller's
+transaction. Functions that only make sense as one step of a caller's transaction (a
+claim with ``FOR UPDATE SKIP LOCKED``, the staging landing, a record upsert) take ``conn``
+instead, and say so.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import fingerprints
@@ -10,6 +23,18 @@ from stratacrawl.cold.db import libpq_url
 fingerprints.register()   # every connection loads a fingerprint as hex (see there)
 
 PLANNER = "-c random_page_cost=1.1"
+
+Db = AsyncConnectionPool | AsyncConnection[Any]
+
+
+@contextlib.asynccontextmanager
+async def connection(db: Db) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection of ``db`` for the block: lent by the pool, or the caller's own."""
+    if isinstance(db, AsyncConnection):
+        yield db
+    else:
+        async with db.connection() as conn:
+            yield conn
 
 
 def make_pool(url: str, *, min_size: int = 1, max_size: int = 8,

@@ -16,7 +16,8 @@ from datetime import date, datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
+
+from stratacrawl.cold.pool import Db, connection
 
 COLUMNS = ("source_id", "day", "fingerprint", "url", "canonical_url", "url_hash", "staging_id",
            "task_id", "trace_id", "crawled_at", "fields")
@@ -49,14 +50,14 @@ class UpsertResult:
     replaced: int = 0       # records of re-cleaned pages that their new extraction superseded
 
 
-async def ensure_partitions(pool: AsyncConnectionPool,
+async def ensure_partitions(db: Db,
                             keys: Iterable[tuple[str, date]]) -> None:
     """Create the record partitions of these (source, day) pairs that do not exist yet,
     each in a short transaction of its own. Never inside a landing transaction: creating
     a partition locks ``records`` whole, and a landing that already holds a lock on it
     (its inserts) while waiting for another's partition lock deadlocks with that one."""
     for source_id, day in sorted(set(keys)):
-        async with pool.connection() as conn:
+        async with connection(db) as conn:
             await conn.execute("SELECT sc_ensure_record_partition(%s, %s)", (source_id, day))
 
 
@@ -107,13 +108,13 @@ async def upsert(conn: AsyncConnection, records: Sequence[Record],
 
 
 @contextlib.asynccontextmanager
-async def export_rows(pool: AsyncConnectionPool, source_id: str, since: date,
+async def export_rows(db: Db, source_id: str, since: date,
                       until: date | None, skip: Sequence[date], chunk: int
                       ) -> AsyncIterator[AsyncIterator[list[tuple[Any, ...]]]]:
     """(source, canonical URL, crawled at, day, fingerprint, fields) of a source's records
     from ``since`` (to ``until``), less the days in ``skip``, ``chunk`` at a time, by day
     (a server-side cursor: any size, flat memory)."""
-    async with pool.connection() as conn, conn.transaction(), conn.cursor(name="export") as cur:
+    async with connection(db) as conn, conn.transaction(), conn.cursor(name="export") as cur:
         await cur.execute(
             "SELECT source_id, canonical_url, crawled_at, day, fingerprint, fields FROM records "
             "WHERE source_id = %s AND day >= %s AND (%s::date IS NULL OR day <= %s) "
@@ -127,9 +128,9 @@ async def export_rows(pool: AsyncConnectionPool, source_id: str, since: date,
         yield chunks()
 
 
-async def record_counts(pool: AsyncConnectionPool) -> dict[str, int]:
+async def record_counts(db: Db) -> dict[str, int]:
     """Records per source."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute("SELECT source_id, count(*) FROM records GROUP BY 1")
         return {str(s): int(n) for s, n in await cur.fetchall()}
 

@@ -16,9 +16,9 @@ from typing import Any
 import zstandard
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import set_json_dumps
-from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import HELD_BY, OUTCOME_ASSIGNMENTS
+from stratacrawl.cold.pool import Db, connection
 from stratacrawl.cold.tasks import LISTS, LISTS_SQL, Outcome, TaskState
 
 COLUMNS = ("fetched_at", "fetch_key", "source_id", "task_id", "attempt", "url", "final_url",
@@ -111,6 +111,7 @@ def make_row(*, fetched_at: datetime, fetch_key: str, source_id: str, task_id: i
 
 
 async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
+    """The staging partitions of these days, in the caller's transaction (the landing's)."""
     for day in sorted(days):
         await conn.execute("SELECT sc_ensure_day_partition('staging', %s::date)", (day,))
 
@@ -255,6 +256,7 @@ async def claim_undiscovered(conn: AsyncConnection, limit: int) -> list[Undiscov
 
 
 async def mark_discovered(conn: AsyncConnection, rows: Sequence[UndiscoveredRow]) -> None:
+    """These claimed pages are discovered, in the transaction that claimed them."""
     if rows:
         await conn.execute(
             "UPDATE staging SET discovered_at = now() WHERE (fetched_at, id) IN "
@@ -262,9 +264,9 @@ async def mark_discovered(conn: AsyncConnection, rows: Sequence[UndiscoveredRow]
             ([r[0] for r in rows], [r[1] for r in rows]))
 
 
-async def has_undiscovered(pool: AsyncConnectionPool, source_ids: Sequence[str]) -> bool:
+async def has_undiscovered(db: Db, source_ids: Sequence[str]) -> bool:
     """Whether staged seed/list/sitemap pages of these sources still wait for discovery."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT EXISTS (SELECT 1 FROM staging WHERE discovered_at IS NULL AND body IS NOT NULL "
             f"AND kind IN ({LISTS_SQL}) AND source_id = ANY(%b))",
@@ -290,7 +292,7 @@ async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
 async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int]],
                        outcomes: Sequence[tuple[str, str | None, str | None]]) -> None:
     """Each page's clean state (``cleaned``, ``format_error``, …), error, and the encoding
-    its text was read in (None: not known, e.g. a page cleaned from the parse cache by an
+    its text was read in, in the transaction that claimed the pages (None: not known, e.g. a page cleaned from the parse cache by an
     older version; the one stored stays)."""
     await conn.execute(
         "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now(), "
@@ -302,10 +304,10 @@ async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int
          [o[1] for o in outcomes], [o[2] for o in outcomes]))
 
 
-async def requeue_for_cleaning(pool: AsyncConnectionPool, source_id: str, day: date) -> int:
+async def requeue_for_cleaning(db: Db, source_id: str, day: date) -> int:
     """A source-day's cleaned, failed and unchanged item pages back in the cleaning queue
     (after a rule fix an unchanged page may yield what its earlier fetch did not)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "UPDATE staging SET clean_state = 'new', clean_error = NULL "
             "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
@@ -314,10 +316,10 @@ async def requeue_for_cleaning(pool: AsyncConnectionPool, source_id: str, day: d
         return cur.rowcount
 
 
-async def clean_states(pool: AsyncConnectionPool, source_ids: Sequence[str]
+async def clean_states(db: Db, source_ids: Sequence[str]
                        ) -> dict[str, dict[str, int]]:
     """Item pages fetched in the last 24 hours per source and clean state."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT source_id, clean_state, count(*) FROM staging WHERE kind = 'item' "
             "AND source_id = ANY(%b) AND fetched_at >= now() - interval '24 hours' "
@@ -328,19 +330,19 @@ async def clean_states(pool: AsyncConnectionPool, source_ids: Sequence[str]
         return out
 
 
-async def staged_counts(pool: AsyncConnectionPool) -> dict[str, tuple[int, int]]:
+async def staged_counts(db: Db) -> dict[str, tuple[int, int]]:
     """Per source: (item pages waiting to be cleaned, pages staged)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT source_id, count(*) FILTER (WHERE clean_state = 'new'), count(*) "
             "FROM staging GROUP BY 1 ORDER BY 1")
         return {str(s): (int(items), int(total)) for s, items, total in await cur.fetchall()}
 
-async def format_error_counts(pool: AsyncConnectionPool, source_ids: Sequence[str],
+async def format_error_counts(db: Db, source_ids: Sequence[str],
                               window: timedelta) -> list[tuple[str, int, int, int, int]]:
     """Per source: cleaned item pages and format errors within ``window``, and the same in
     the 24 hours before it."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT source_id, "
             "  count(*) FILTER (WHERE fetched_at >= now() - %(w)s), "
@@ -355,21 +357,21 @@ async def format_error_counts(pool: AsyncConnectionPool, source_ids: Sequence[st
 
 
 # -- retention ------------------------------------------------------------------------------
-async def staging_partitions(pool: AsyncConnectionPool) -> list[str]:
+async def staging_partitions(db: Db) -> list[str]:
     """The names of staging's day partitions (``staging_YYYYMMDD``), oldest first."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
             "WHERE i.inhparent = 'staging'::regclass ORDER BY 1")
         return [str(r[0]) for r in await cur.fetchall()]
 
 
-async def drop_partition(pool: AsyncConnectionPool, name: str,
+async def drop_partition(db: Db, name: str,
                          snapshot_sources: Sequence[str]) -> int:
     """Drop one day partition, its pages of ``snapshot_sources`` copied to
     ``page_snapshots`` first (one transaction); returns the pages copied."""
     copied = 0
-    async with pool.connection() as conn, conn.transaction():
+    async with connection(db) as conn, conn.transaction():
         if snapshot_sources:
             cur = await conn.execute(
                 f'INSERT INTO page_snapshots SELECT * FROM "{name}" WHERE source_id = ANY(%b) '

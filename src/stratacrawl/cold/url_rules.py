@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from psycopg_pool import AsyncConnectionPool
-
+from stratacrawl.cold.pool import Db, connection
 from stratacrawl.cold.url_state import outbox_head
 
 REDUNDANT_PREFIX = "redundant: "   # a task's last_error when a rule made it redundant
@@ -28,8 +27,8 @@ class RuleRow:
     revoked_at: datetime | None
 
 
-async def load_rules(pool: AsyncConnectionPool, source_id: str | None = None) -> list[RuleRow]:
-    async with pool.connection() as conn:
+async def load_rules(db: Db, source_id: str | None = None) -> list[RuleRow]:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT source_id, rule, state, support, counterexamples, example, first_seen, "
             "last_seen, revoked_at FROM url_rules WHERE %s::text IS NULL OR source_id = %s "
@@ -37,7 +36,7 @@ async def load_rules(pool: AsyncConnectionPool, source_id: str | None = None) ->
         return [RuleRow(*row) for row in await cur.fetchall()]
 
 
-async def save_rules(pool: AsyncConnectionPool, source_id: str,
+async def save_rules(db: Db, source_id: str,
                      rows: Sequence[tuple[str, str, int, int, str | None]]) -> list[str]:
     """Upsert (rule, state, support, counterexamples, example) rows. Evidence only grows
     (a miner that restarted sees less for a while): an active rule stays active, and a
@@ -45,7 +44,7 @@ async def save_rules(pool: AsyncConnectionPool, source_id: str,
     Returns the rules revoked now."""
     if not rows:
         return []
-    async with pool.connection() as conn, conn.transaction():
+    async with connection(db) as conn, conn.transaction():
         cur = await conn.execute(
             "WITH v AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::int[], %b::int[], "
             "%b::text[]) AS v(rule, state, support, counterexamples, example)), "
@@ -88,7 +87,7 @@ def _canonical(alias: str) -> str:
 _OTHERS_AFTER = "source_id = %s AND id > %s AND COALESCE(writer <> ALL(%s::text[]), true)"
 
 
-async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int | None,
+async def fetched_pages(db: Db, source_id: str, cursor: int | None,
                         limit: int, *, skip_writers: Sequence[str] = ()
                         ) -> tuple[list[FetchedPage], int | None]:
     """(URL, content fingerprint, last crawled, declared canonical URL) of the source's
@@ -102,7 +101,7 @@ async def fetched_pages(pool: AsyncConnectionPool, source_id: str, cursor: int |
     by key, except those the processes ``skip_writers`` wrote (a miner already holds its
     own process's pages); the cursor then moves past the skipped entries too. A sample,
     not a ledger: entries the demoter consumed before a read are not seen."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         if cursor is None:
             row = await (await conn.execute(
                 "SELECT max(id) FROM warm_outbox WHERE source_id = %s", (source_id,))).fetchone()
@@ -140,10 +139,10 @@ class CanonicalCounts:
     looped: int = 0     # to a page that declares yet another canonical (a loop, a chain)
 
 
-async def save_canonical_counts(pool: AsyncConnectionPool, source_id: str,
+async def save_canonical_counts(db: Db, source_id: str,
                                 counts: CanonicalCounts) -> None:
     """Store the counts of the miner's sample; like rule evidence, they only grow."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         await conn.execute(
             "INSERT INTO url_rule_canonicals AS c (source_id, used, off_host, missing, looped) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (source_id) DO UPDATE SET "
@@ -154,9 +153,9 @@ async def save_canonical_counts(pool: AsyncConnectionPool, source_id: str,
             (source_id, counts.used, counts.off_host, counts.missing, counts.looped))
 
 
-async def load_canonical_counts(pool: AsyncConnectionPool, source_id: str | None = None
+async def load_canonical_counts(db: Db, source_id: str | None = None
                                 ) -> dict[str, CanonicalCounts]:
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT source_id, used, off_host, missing, looped FROM url_rule_canonicals "
             "WHERE %s::text IS NULL OR source_id = %s ORDER BY source_id",

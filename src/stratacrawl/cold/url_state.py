@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from stratacrawl.cold.pool import Db, connection
 
 DEMOTION_LOCK = 0x5C_DE_30_7E  # advisory lock key: the one demoter of a cluster
 OUTBOX_ENTRY = 1000  # URL hashes per outbox entry when recovery queues URLs again
 
 
 # -- dedup and lookup -----------------------------------------------------------------------
-async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
+async def last_crawled(db: Db, url_hashes: Sequence[str]
                        ) -> dict[str, float | None]:
     """Last crawl time (epoch seconds; None: never crawled) of each of these URLs known."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT url_hash, extract(epoch FROM last_crawled) FROM url_state "
             "WHERE url_hash = ANY(%b::uuid[])", (list(url_hashes),))
@@ -30,30 +30,30 @@ async def last_crawled(pool: AsyncConnectionPool, url_hashes: Sequence[str]
     return {str(h): (float(lc) if lc is not None else None) for h, lc in rows}
 
 
-async def statuses(pool: AsyncConnectionPool, url_hashes: Sequence[str]) -> dict[str, int]:
+async def statuses(db: Db, url_hashes: Sequence[str]) -> dict[str, int]:
     """The last HTTP status of each of these URLs that was fetched."""
     if not url_hashes:
         return {}
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT url_hash, http_status FROM url_state WHERE url_hash = ANY(%b::uuid[]) "
             "AND http_status IS NOT NULL", (list(url_hashes),))
         return {str(h): int(s) for h, s in await cur.fetchall()}
 
 
-async def url_facts(pool: AsyncConnectionPool, url_hash: str) -> tuple[Any, ...] | None:
+async def url_facts(db: Db, url_hash: str) -> tuple[Any, ...] | None:
     """(source, URL, last crawled, status, content fingerprint, ETag, Last-Modified) of
     one URL, or None."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         row = await (await conn.execute(
             "SELECT source_id, url, last_crawled, http_status, content_hash, etag, "
             "last_modified FROM url_state WHERE url_hash = %s", (url_hash,))).fetchone()
     return tuple(row) if row is not None else None
 
 
-async def knows_no_url(pool: AsyncConnectionPool) -> bool:
+async def knows_no_url(db: Db) -> bool:
     """Whether cold knows no URL at all (a new installation)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         row = await (await conn.execute("SELECT EXISTS (SELECT 1 FROM url_state)")).fetchone()
     return row is not None and not row[0]
 
@@ -62,12 +62,12 @@ async def knows_no_url(pool: AsyncConnectionPool) -> bool:
 ALL_FINGERPRINTS_RAW = "SELECT uuid_send(url_hash) FROM url_state"   # bytea: 16 bytes each
 
 @contextlib.asynccontextmanager
-async def all_url_hashes(pool: AsyncConnectionPool, chunk: int
+async def all_url_hashes(db: Db, chunk: int
                          ) -> AsyncIterator[AsyncIterator[bytes]]:
     """Every URL fingerprint cold knows, ``chunk`` at a time (a server-side cursor), each
     chunk the fingerprints' 16 raw bytes one after the other (no string per URL: a
     rebuild of the Bloom filter reads every known URL)."""
-    async with (pool.connection() as conn, conn.transaction(),
+    async with (connection(db) as conn, conn.transaction(),
                 conn.cursor(name="url_hashes", binary=True) as cur):
         await cur.execute(ALL_FINGERPRINTS_RAW)
 
@@ -78,10 +78,10 @@ async def all_url_hashes(pool: AsyncConnectionPool, chunk: int
         yield chunks()
 
 
-async def synced_per_week(pool: AsyncConnectionPool, retention: timedelta) -> dict[str, int]:
+async def synced_per_week(db: Db, retention: timedelta) -> dict[str, int]:
     """URLs marked synced to warm per ISO week of their last crawl (``IYYYIW``), within
     the warm retention: what each weekly warm index should hold."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         rows = await (await conn.execute(
             "SELECT to_char(last_crawled AT TIME ZONE 'UTC', 'IYYYIW') AS week, count(*) "
             "FROM url_state WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
@@ -90,10 +90,10 @@ async def synced_per_week(pool: AsyncConnectionPool, retention: timedelta) -> di
     return {str(week): int(n) for week, n in rows}
 
 
-async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
+async def unsync_weeks(db: Db, weeks: Sequence[str]) -> None:
     """Mark these weeks' URLs not in warm and queue them in the warm outbox (demotion
     indexes them again)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         await conn.execute(
             "WITH unsynced AS (UPDATE url_state SET warm_synced_at = NULL "
             "WHERE warm_synced_at IS NOT NULL AND last_crawled IS NOT NULL "
@@ -106,9 +106,9 @@ async def unsync_weeks(pool: AsyncConnectionPool, weeks: Sequence[str]) -> None:
 
 # -- demotion (cold → warm) -----------------------------------------------------------------
 @contextlib.asynccontextmanager
-async def demotion_lock(pool: AsyncConnectionPool) -> AsyncIterator[bool]:
+async def demotion_lock(db: Db) -> AsyncIterator[bool]:
     """Whether this process holds the cluster's demotion lock (held while in the block)."""
-    async with pool.connection() as lock:
+    async with connection(db) as lock:
         row = await (await lock.execute("SELECT pg_try_advisory_lock(%s)",
                                         (DEMOTION_LOCK,))).fetchone()
         got = bool(row and row[0])
@@ -130,14 +130,14 @@ def outbox_head(where: str = "true") -> str:
             "unnest(e.url_hashes) WITH ORDINALITY AS x(url_hash, n) WHERE e.before < %s")
 
 
-async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...]]:
+async def unsynced(db: Db, limit: int) -> list[tuple[Any, ...]]:
     """The URLs of the next warm outbox entries, about ``limit`` of them (whole entries),
     oldest first: (outbox entry id, url hash, source, URL, ETag, Last-Modified, content
     fingerprint, status, length, last crawled, retry count, last use) of URLs whose
     last fetch is not in warm yet. A URL fetched twice since the last demotion is there
     twice, both times with its current state; a URL cold does not hold (any more) comes
     with the URL hash None. Fewer than ``limit`` URLs: the outbox is drained."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         return list(await (await conn.execute(
             "SELECT o.id, u.url_hash, u.source_id, u.url, u.etag, u.last_modified, "
             "u.content_hash, u.http_status, u.content_length, u.last_crawled, "
@@ -146,11 +146,11 @@ async def unsynced(pool: AsyncConnectionPool, limit: int) -> list[tuple[Any, ...
             "ORDER BY o.id, o.n", (limit, limit))).fetchall())
 
 
-async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, datetime]],
+async def mark_synced(db: Db, synced: Sequence[tuple[str, datetime]],
                       outbox_ids: Sequence[int]) -> None:
     """(url hash, the last_crawled that was indexed) pairs now in warm, and the outbox
     entries done (one transaction)."""
-    async with pool.connection() as conn, conn.transaction():
+    async with connection(db) as conn, conn.transaction():
         await conn.execute(
             "UPDATE url_state u SET warm_synced_at = v.at FROM (SELECT unnest(%b::uuid[]) AS h, "
             "unnest(%b::timestamptz[]) AS at) v WHERE u.url_hash = v.h "
@@ -160,10 +160,10 @@ async def mark_synced(pool: AsyncConnectionPool, synced: Sequence[tuple[str, dat
 
 
 # -- eviction and sinking -------------------------------------------------------------------
-async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int],
+async def write_access(db: Db, fps: list[str], hits: list[int],
                        last_access: list[float]) -> int:
     """Hot hit counts and last access times → cold ``url_state`` (never backwards)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "UPDATE url_state u SET hits = GREATEST(u.hits, v.h), "
             "last_access = GREATEST(u.last_access, to_timestamp(v.la)) FROM (SELECT "
@@ -172,10 +172,10 @@ async def write_access(pool: AsyncConnectionPool, fps: list[str], hits: list[int
         return cur.rowcount
 
 
-async def last_used(pool: AsyncConnectionPool, url_hashes: Sequence[str]
+async def last_used(db: Db, url_hashes: Sequence[str]
                     ) -> dict[str, datetime]:
     """The later of last access and last crawl of each of these URLs cold holds."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT url_hash, GREATEST(last_access, last_crawled) FROM url_state "
             "WHERE url_hash = ANY(%b::uuid[])", (list(url_hashes),))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from stratacrawl.cold.pool import Db, connection
 
 LOOKBACK_DAYS = 60   # how far back the count history looks for validated days
 
@@ -24,11 +24,11 @@ class DayVerdict:
     data_docs: str | None
 
 
-async def store_results(pool: AsyncConnectionPool, run_id: str,
+async def store_results(db: Db, run_id: str,
                         rows: Iterable[Mapping[str, Any]]) -> None:
     """Insert one row per validated source-day (keys: source_id, day, suite, success,
     statistics, results, data_docs), in one transaction."""
-    async with pool.connection() as conn, conn.transaction():
+    async with connection(db) as conn, conn.transaction():
         for r in rows:
             await conn.execute(
                 "INSERT INTO validation_results (run_id, source_id, day, suite, success, "
@@ -38,11 +38,11 @@ async def store_results(pool: AsyncConnectionPool, run_id: str,
                  r["data_docs"]))
 
 
-async def count_history(pool: AsyncConnectionPool, source_id: str, before: date,
+async def count_history(db: Db, source_id: str, before: date,
                         days: int) -> list[float]:
     """The observed record counts of the source's last ``days`` validated days before
     ``before`` (the newest result of each day), newest first."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT (c->>'observed')::float8 FROM ("
             "  SELECT DISTINCT ON (day) day, results FROM validation_results"
@@ -54,10 +54,10 @@ async def count_history(pool: AsyncConnectionPool, source_id: str, before: date,
         return [float(v) for (v,) in await cur.fetchall()]
 
 
-async def day_verdicts(pool: AsyncConnectionPool, source_id: str, since: date,
+async def day_verdicts(db: Db, source_id: str, since: date,
                        until: date | None) -> dict[date, DayVerdict]:
     """The newest verdict of each validated day of the source in ``[since, until]``."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT DISTINCT ON (day) day, success, results, data_docs FROM validation_results "
             "WHERE source_id = %s AND day >= %s AND (%s::date IS NULL OR day <= %s) "
@@ -69,9 +69,9 @@ async def day_verdicts(pool: AsyncConnectionPool, source_id: str, since: date,
         docs) for day, success, results, docs in rows}
 
 
-async def latest_per_source(pool: AsyncConnectionPool) -> dict[str, tuple[bool, str, str | None]]:
+async def latest_per_source(db: Db) -> dict[str, tuple[bool, str, str | None]]:
     """Each source's newest validation: (passed, day, its Data Docs page)."""
-    async with pool.connection() as conn:
+    async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT DISTINCT ON (source_id) source_id, success, day::text, data_docs "
             "FROM validation_results ORDER BY source_id, run_at DESC")
