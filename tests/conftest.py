@@ -40,6 +40,13 @@ REDIS_LEASE_S = 3600                 # renewed by every test; a killed session's
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast loop (``-m "not slow"``) draws fewer property examples (see
+    ``tests/support/examples.py``); test modules are imported after this."""
+    from tests.support import examples
+    examples.FAST = "not slow" in (config.option.markexpr or "")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def gx_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A copy of the committed GX project for the whole session (the CLI and flow runs the

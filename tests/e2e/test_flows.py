@@ -108,6 +108,7 @@ async def test_a_transient_failure_is_retried_and_the_run_completes(prefect_api:
     assert final == "COMPLETED" and run_count == 2
 
 
+@pytest.mark.slow   # (a Prefect API for the session: ~10 s before the first flow runs)
 async def test_a_configuration_error_fails_at_once(prefect_api: None) -> None:
     calls = {"n": 0}
 

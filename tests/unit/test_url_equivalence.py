@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from stratacrawl.sources import parse_sources
 from stratacrawl.url_equivalence import MIN_SUPPORT, Rule, apply, explain, mine, state_of
 from stratacrawl.urls import canonicalize
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.unit
 H = "http://news.test"
@@ -117,7 +118,7 @@ URLS = st.builds(lambda seg, rest, q: f"{H}/{seg}/{rest}{q}",
                                   "?item=5", "?id=1&item=2", "?b=1&x=3"]))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(RULES, URLS)
 def test_apply_is_idempotent(rules: list[Rule], url: str) -> None:
     once = apply(rules, canonicalize(url))

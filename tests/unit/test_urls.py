@@ -12,6 +12,7 @@ from stratacrawl.urls import (
     is_private_host,
     resolve,
 )
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -131,7 +132,7 @@ urls = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(urls, st.lists(st.tuples(st.integers(0, 80), st.sampled_from(["\t", "\n", "\r"])),
                       max_size=4))
 def test_tabs_and_newlines_anywhere_change_nothing(raw: str, inserts: list[tuple[int, str]]) -> None:
@@ -147,7 +148,7 @@ def test_tabs_and_newlines_anywhere_change_nothing(raw: str, inserts: list[tuple
     assert canonicalize(noisy) == clean
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.one_of(urls, st.text(max_size=60), st.binary(max_size=60)))
 def test_canonicalize_is_idempotent_and_raises_only_invalid_url(raw: str | bytes) -> None:
     try:
@@ -179,7 +180,7 @@ SHORTCUT_CANDIDATES = st.builds(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.one_of(SHORTCUT_CANDIDATES, st.from_regex(urls_module._CANONICAL, fullmatch=True)))
 def test_the_canonical_shortcut_agrees_with_the_full_path(raw: str) -> None:
     try:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratacrawl.clean.coerce import datetime_value, take_unknown_timezones
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -42,7 +43,7 @@ def test_an_unknown_abbreviation_is_counted_not_warned() -> None:
     assert take_unknown_timezones() == {}  # taken once
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.one_of(
     st.from_regex(r"\A[0-9]{1,7}(\.[0-9]{1,4})?\Z"),
     st.from_regex(r"\A ?[0-9]{1,3}([,. '][0-9]{3})*([.,][0-9]{1,3})? ?\Z"),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 from stratacrawl.frontier.links import canonical_link
+from tests.support.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +64,7 @@ def head_part(draw: st.DrawFn) -> str:
     ]))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.lists(head_part(), max_size=6), st.sampled_from(["</head>", "</HEAD >", ""]))
 def test_the_regex_reading_agrees_with_the_parser(parts: list[str], end: str) -> None:
     head = "<!doctype html><html lang='en'><head>" + "".join(parts) + end
