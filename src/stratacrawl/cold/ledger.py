@@ -252,9 +252,12 @@ class Ledger:
             "state, unnest(%b::int[]) AS status, unnest(%b::text[]) AS error, "
             "unnest(%b::timestamptz[]) AS due_at, unnest(%b::real[]) AS recrawl_s, "
             "unnest(%b::bool[]) AS changed) o WHERE t.id = o.id AND t.id = ANY(%b::bigint[]) "
-            f"AND {HELD_BY}")
+            f"AND t.lease_owner = %s AND t.{_BY_ID_HELD}")
         # ``t.id = ANY(ids)`` looks the batch up by primary key: on the join alone the
         # planner may hash every leased task (a sequential scan of the ledger per flush).
+        # The state is tested by id (see ``_BY_ID_HELD``): written plainly, a ledger whose
+        # statistics lag was planned through the leased index at ~2x the cost a task, and
+        # with an estimate of one row, as a nested loop over the whole batch.
         ids = [o.task_id for o in outcomes]
         params = (ids, [str(o.state) for o in outcomes], [o.status for o in outcomes],
                   [o.error for o in outcomes], [o.due_at for o in outcomes],
