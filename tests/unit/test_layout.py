@@ -156,6 +156,13 @@ def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:
         assert not SQL.search(text), text
 
 
+# .ci/run runs both tools as steps of their own before the suite and says so here.
+STATIC_CHECKED_BY_CI = pytest.mark.skipif(
+    os.environ.get("STRATACRAWL_CI_STATIC_CHECKS") == "passed",
+    reason="run by .ci/run as a step of its own before the suite")
+
+
+@STATIC_CHECKED_BY_CI
 @pytest.mark.slow   # (a whole-tree tool run: the full suite, not the fast loop)
 def test_the_import_contracts_hold() -> None:
     """The layers, the absence of cycles and the Prefect-free core, as written in
@@ -169,6 +176,7 @@ def test_the_import_contracts_hold() -> None:
     assert re.search(r"Contracts: [1-9]\d* kept, 0 broken", run.stdout), run.stdout[-2000:]
 
 
+@STATIC_CHECKED_BY_CI
 @pytest.mark.slow   # (a whole-tree tool run: the full suite, not the fast loop)
 def test_the_code_type_checks() -> None:
     """mypy over the package, the flows and the blocks: a flow calling a store with a
