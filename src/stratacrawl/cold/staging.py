@@ -292,8 +292,8 @@ async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
 async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int]],
                        outcomes: Sequence[tuple[str, str | None, str | None]]) -> None:
     """Each page's clean state (``cleaned``, ``format_error``, …), error, and the encoding
-    its text was read in, in the transaction that claimed the pages (None: not known, e.g. a page cleaned from the parse cache by an
-    older version; the one stored stays)."""
+    its text was read in (None: not known, e.g. a page cleaned from the parse cache by an
+    older version; the one stored stays), in the transaction that claimed the pages."""
     await conn.execute(
         "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now(), "
         "encoding = COALESCE(u.enc, s.encoding) "

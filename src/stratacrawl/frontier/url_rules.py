@@ -47,6 +47,12 @@ SAMPLE_LIMIT = 20_000    # fetched pages per source the miner keeps in memory
 READ_LIMIT = 5_000       # new fetched pages read per source and pass
 CACHE_S = 2.0            # how long a process keeps a source's active rules
 MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times its last pass
+# Other processes' pages (the outbox) are read every OUTBOX_EVERY_S; this process's own
+# come in at once (``observe``). Read at every pass, the outbox was a query per source
+# every half second whatever came in — on sites that answer slowly, where pages trickle
+# in, a cost per second rather than per page (a fifth of PostgreSQL's CPU in a crawl of
+# such sites).
+OUTBOX_EVERY_S = 5.0
 REFRESH_S = 60.0         # unchanged evidence is stored again (its last_seen) this often
 
 
@@ -55,7 +61,8 @@ class _Sample:
     pages: dict[str, tuple[str, str]] = field(default_factory=dict)  # URL → (content, path)
     declared: dict[str, str] = field(default_factory=dict)  # URL → its rel=canonical URL
     cursor: int | None = None   # where the next read goes on (cold/url_rules.fetched_pages)
-    observed: bool = False      # pages came in since the last pass (``UrlRules.observe``)
+    fresh: int = 0              # pages added since the rules were last derived
+    read_at: float = -1e9       # monotonic time of the last outbox read
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
     # What the last pass stored, and when (monotonic): a pass that finds the same evidence
@@ -163,7 +170,7 @@ class UrlRules:
         if started < sample.next_pass and not force:
             return False
         try:
-            return await self._mine(source_id, sample, forbidden)
+            return await self._mine(source_id, sample, forbidden, force)
         finally:
             sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
 
@@ -178,12 +185,12 @@ class UrlRules:
         self._writers.add(writer)
         sample = self._samples.setdefault(source_id, _Sample())
         self._add(sample, url, content_hash, declared)
-        sample.observed = True
 
     def _add(self, sample: _Sample, url: str, content: str, declared: str | None) -> None:
         canonical = self._canonical_of(url)
         if canonical is None:
             return
+        sample.fresh += 1
         sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
         sample.pages[canonical] = (content, urlsplit(canonical).path)
         target = self._canonical_of(declared) if declared else None
@@ -195,14 +202,19 @@ class UrlRules:
             sample.declared.pop(oldest, None)
             del sample.pages[oldest]
 
-    async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule]) -> bool:
-        rows, sample.cursor = await fetched_pages(self.pool, source_id, sample.cursor,
-                                                  READ_LIMIT, skip_writers=sorted(self._writers))
-        if not rows and not sample.observed:
+    async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule],
+                    force: bool = False) -> bool:
+        now = time.monotonic()
+        if force or now - sample.read_at >= OUTBOX_EVERY_S:
+            rows, sample.cursor = await fetched_pages(
+                self.pool, source_id, sample.cursor, READ_LIMIT,
+                skip_writers=sorted(self._writers))
+            sample.read_at = now
+            for url, content, _, declared in rows:
+                self._add(sample, url, content, declared)
+        if not sample.fresh:
             return False
-        sample.observed = False
-        for url, content, _, declared in rows:
-            self._add(sample, url, content, declared)
+        sample.fresh = 0
         pairs, counts = await self._declared_pairs(sample)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
         evidence_rows = [(r.text(), state_of(s), s.support, s.counterexamples, s.example)

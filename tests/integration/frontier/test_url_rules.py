@@ -254,3 +254,33 @@ async def test_pages_a_process_fetched_are_mined_before_their_staging_flush(
     assert "drop-param:ref@/article/" in {r.text() for r in await rules.active("a")}
     stored = {r.rule: r for r in await load_rules(comps.pool, "a")}
     assert stored["drop-param:ref@/article/"].support == 3
+
+
+async def test_the_outbox_is_read_every_few_seconds_own_pages_at_once(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass mines the pages this process fetched as soon as they come in, but reads the
+    outbox (other processes' pages) only every ``OUTBOX_EVERY_S`` — or when forced: read
+    at every pass, it was a query per source every half second, pages or not."""
+    from stratacrawl.frontier import url_rules as module
+    monkeypatch.setattr(module, "MINING_SHARE", 1.0)      # no pacing between passes here
+    reads: list[int | None] = []
+    real_read = module.fetched_pages
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        reads.append(1)
+        return await real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "fetched_pages", counted)
+    rules = comps.url_rules
+    assert not await rules.mine("a") and len(reads) == 1     # the first pass reads
+    for i in range(3):
+        page = f"http://a.test/article/{i}"
+        rules.observe("a", page, f"content-{i}", None, "run-1")
+        rules.observe("a", f"{page}?ref={i + 1}", f"content-{i}", page, "run-1")
+    assert await rules.mine("a") and len(reads) == 1         # own pages: mined, no read
+    assert not await rules.mine("a") and len(reads) == 1     # nothing new: nothing at all
+    await rules.mine("a", force=True)
+    assert len(reads) == 2                                   # forced: read
+    monkeypatch.setattr(module, "OUTBOX_EVERY_S", 0.0)
+    await rules.mine("a")
+    assert len(reads) == 3                                   # due again: read
