@@ -158,7 +158,7 @@ def test_the_sql_pattern_sees_what_the_code_base_writes() -> None:
 
 # .ci/run runs both tools as steps of their own before the suite and says so here.
 STATIC_CHECKED_BY_CI = pytest.mark.skipif(
-    os.environ.get("STRATACRAWL_CI_STATIC_CHECKS") == "passed",
+    os.environ.get("STRATACRAWL_TEST_STATIC_CHECKS") == "passed",
     reason="run by .ci/run as a step of its own before the suite")
 
 
