@@ -14,6 +14,7 @@ from typing import Literal
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from stratacrawl.cold.pool import connection
 from stratacrawl.cold.runs import LOCK_FREE
 from stratacrawl.cold.tasks import LISTS_SQL, ClaimedTask, NewTask, Outcome, TaskState
 from stratacrawl.errors import TIER_ERROR_NAMES
@@ -262,10 +263,8 @@ class Ledger:
         params = (ids, [str(o.state) for o in outcomes], [o.status for o in outcomes],
                   [o.error for o in outcomes], [o.due_at for o in outcomes],
                   [o.recrawl_s for o in outcomes], [o.changed for o in outcomes], ids, owner)
-        if conn is not None:
-            return (await conn.execute(sql, params)).rowcount
-        async with self.pool.connection() as own:
-            return (await own.execute(sql, params)).rowcount
+        async with connection(conn if conn is not None else self.pool) as c:
+            return (await c.execute(sql, params)).rowcount
 
     async def grade_lists(self, grades: Sequence[tuple[int, bool, float, float]],
                           shrink: float, grow: float) -> int:
