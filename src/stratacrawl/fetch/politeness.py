@@ -39,10 +39,23 @@ def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> 
     return max(interval, crawl_delay or 0.0)
 
 
+class _Asked:
+    """The turns of one source that this process's requests asked for while a reservation
+    of that source was on its way to Redis: reserved together by the next call."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[float, asyncio.Future[float]]] = []
+
+
 class Politeness:
     def __init__(self, *, pacing: Pacing, rng: random.Random | None = None) -> None:
         self.pacing = pacing
         self.rng = rng or random.Random()
+        # per (source, floor): a reservation is in flight; the turns asked for meanwhile
+        self._asked: dict[tuple[str, float], _Asked] = {}
+        self._reserving: set[asyncio.Task[None]] = set()
 
     async def wait_turn(self, source_id: str, rate: float, crawl_delay: float | None = None,
                         ) -> float:
@@ -58,8 +71,7 @@ class Politeness:
         interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
         for _ in range(MAX_LATE_TURNS):
-            wait = await self.pacing.reserve(source_id, interval, crawl_delay or 0.0,
-                                             HOLD_WAIT_S)
+            wait = await self._reserve(source_id, interval, crawl_delay or 0.0)
             if wait <= 0:
                 return waited
             due = time.monotonic() + wait
@@ -68,6 +80,65 @@ class Politeness:
             if time.monotonic() - due <= tolerance:
                 break
         return waited
+
+    async def _reserve(self, source_id: str, interval: float, floor: float) -> float:
+        """One turn of the source, at most one reservation of it on its way at a time: a
+        request that finds one in flight waits for the next, which reserves the turns of
+        every request that asked meanwhile in one script call (back to back, each its own
+        interval, as one by one). A busy process — its lanes finish fetches faster than a
+        round trip — pays a round trip for several requests instead of one each; a quiet
+        one sends each turn at once, as before."""
+        key = (source_id, floor)
+        asked = self._asked.get(key)
+        if asked is not None:
+            turn = asyncio.get_running_loop().create_future()
+            asked.waiting.append((interval, turn))
+            return await turn
+        self._asked[key] = asked = _Asked()
+        try:
+            [wait] = await self.pacing.reserve(source_id, [interval], floor, HOLD_WAIT_S)
+        finally:
+            self._next_reservation(key, asked)
+        return wait
+
+    def _next_reservation(self, key: tuple[str, float], asked: _Asked) -> None:
+        if not asked.waiting:
+            del self._asked[key]
+            return
+        task = asyncio.create_task(self._reserve_asked(key, asked))
+        self._reserving.add(task)
+        task.add_done_callback(self._reserving.discard)
+
+    async def _reserve_asked(self, key: tuple[str, float], asked: _Asked) -> None:
+        """Reserve the turns asked for while the previous reservation was in flight, and
+        hand each request its own; then the next group, until nobody is waiting."""
+        source_id, floor = key
+        try:
+            while asked.waiting:
+                group, asked.waiting = asked.waiting, []
+                try:
+                    waits = await self.pacing.reserve(source_id, [i for i, _ in group], floor,
+                                                      HOLD_WAIT_S)
+                except SourceHeld as e:
+                    for _, turn in group:
+                        if not turn.done():
+                            turn.set_exception(SourceHeld(e.seconds))
+                except Exception as e:  # e.g. Redis away: each request raises it
+                    for _, turn in group:
+                        if not turn.done():
+                            turn.set_exception(e)
+                except BaseException:   # cancelled (the loop is closing): so are they
+                    for _, turn in group:
+                        turn.cancel()
+                    raise
+                else:
+                    for (_, turn), wait in zip(group, waits, strict=True):
+                        if not turn.done():   # (a request cancelled meanwhile: unused)
+                            turn.set_result(wait)
+        finally:
+            for _, turn in asked.waiting:   # cancelled (the loop is closing)
+                turn.cancel()
+            del self._asked[key]
 
     async def throttle(self, source_id: str, rate: float, concurrency: int,
                        retry_after_s: float | None) -> float:

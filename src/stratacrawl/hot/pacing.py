@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
@@ -41,19 +42,21 @@ class Pacing:
         self._slot_renew = script(redis, "slot_renew")
         self._throttle = script(redis, "throttle")
 
-    async def reserve(self, source_id: str, interval: float, floor: float,
-                      hold_wait_s: float) -> float:
-        """Reserve the source's next turn: ``interval`` seconds at the configured rate
-        (stretched by the throttle factor), at least ``floor`` (Crawl-delay); returns the
-        seconds until the turn. Raises :class:`SourceHeld` when a Retry-After holds the
-        source longer than ``hold_wait_s`` (nothing is reserved then)."""
+    async def reserve(self, source_id: str, intervals: Sequence[float], floor: float,
+                      hold_wait_s: float) -> list[float]:
+        """Reserve the source's next turns, one per interval, back to back: each
+        ``interval`` seconds at the configured rate (stretched by the throttle factor), at
+        least ``floor`` (Crawl-delay); returns the seconds until each turn. Raises
+        :class:`SourceHeld` when a Retry-After holds the source longer than
+        ``hold_wait_s`` (nothing is reserved then)."""
         answer = await self._pace(
             keys=[keys.pace(source_id), keys.throttle(source_id)],
-            args=[f"{interval:.6f}", f"{floor:.6f}", RECOVERY_PER_S, hold_wait_s])
+            args=[" ".join(f"{i:.6f}" for i in intervals), f"{floor:.6f}", RECOVERY_PER_S,
+                  hold_wait_s])
         answer = answer.decode() if isinstance(answer, bytes) else str(answer)
         if answer.startswith("held:"):
             raise SourceHeld(float(answer[5:]))
-        return float(answer)
+        return [float(w) for w in answer.split()]
 
     async def throttle(self, source_id: str, retry_after_s: float | None,
                        min_gap_s: float) -> float:

@@ -1,11 +1,14 @@
 -- Per-source pacing shared by every worker (GCRA-style reservation on Redis' clock), at the
 -- source's effective rate: the configured rate times the throttle factor that 429s lower.
 -- KEYS[1] the source's next-free timestamp; KEYS[2] its throttle hash (factor, at, hold).
--- ARGV[1] this request's interval at the configured rate (s, jittered by the caller);
--- ARGV[2] a floor for the interval (robots Crawl-delay, 0 for none); ARGV[3] the factor's
+-- ARGV[1] the intervals of the turns asked for, space-separated, one per request, at the
+-- configured rate (s, jittered by the caller): a process reserves the turns its requests
+-- ask for at the same moment in one call, back to back;
+-- ARGV[2] a floor for each interval (robots Crawl-delay, 0 for none); ARGV[3] the factor's
 -- recovery per second; ARGV[4] the longest hold this caller waits out (s).
--- Returns the seconds to wait before sending (the turn is reserved), or 'held:<s>' when
--- the source is held (Retry-After) for longer than ARGV[4] (nothing is reserved).
+-- Returns the seconds to wait before sending, one per turn asked for, space-separated (the
+-- turns are reserved), or 'held:<s>' when the source is held (Retry-After) for longer than
+-- ARGV[4] (nothing is reserved).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local th = redis.call('HMGET', KEYS[2], 'factor', 'at', 'hold')
@@ -17,8 +20,13 @@ local hold = tonumber(th[3] or '0')
 if hold - now > tonumber(ARGV[4]) then
   return 'held:' .. string.format('%.6f', hold - now)
 end
-local interval = math.max(tonumber(ARGV[1]) / factor, tonumber(ARGV[2]))
+local floor = tonumber(ARGV[2])
 local next_free = tonumber(redis.call('GET', KEYS[1]) or '0')
 local grant = math.max(now, next_free, hold)
-redis.call('SET', KEYS[1], string.format('%.6f', grant + interval), 'EX', 3600)
-return string.format('%.6f', grant - now)
+local waits = {}
+for interval in string.gmatch(ARGV[1], '%S+') do
+  waits[#waits + 1] = string.format('%.6f', grant - now)
+  grant = grant + math.max(tonumber(interval) / factor, floor)
+end
+redis.call('SET', KEYS[1], string.format('%.6f', grant), 'EX', 3600)
+return table.concat(waits, ' ')
