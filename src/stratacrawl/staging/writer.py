@@ -39,13 +39,19 @@ COMMIT_ATTEMPTS = 3
 # ``flush_rows`` rows or ``flush_s`` seconds as configured.
 BACKLOG_FACTOR = 4
 # Seed, list and sitemap pages are where discovery finds the next links (a paginated
-# archive is a chain of them): a buffer holding one lands within this, not ``flush_s``.
+# archive is a chain of them): a buffer holding one whose links are not in the frontier
+# yet lands within this, not ``flush_s`` — the discovery loop reads it from staging. (A
+# page the list hop discovered in-process, as every list page is while both tiers
+# answer, waits for ``flush_s`` like any page: on slow sites, where list pages arrive
+# every second or so, it would otherwise set the pace of every flush.)
 LIST_FLUSH_S = 0.5
 _KIND = COLUMNS.index("kind")
+_DISCOVERED_AT = COLUMNS.index("discovered_at")
 
 
-def _is_list(item: StagedFetch) -> bool:
-    return item.row is not None and item.row[_KIND] in LISTS
+def _awaits_discovery(item: StagedFetch) -> bool:
+    return (item.row is not None and item.row[_KIND] in LISTS
+            and item.row[_DISCOVERED_AT] is None)
 
 
 @dataclass
@@ -84,7 +90,7 @@ class StagingWriter:
         self._slots = asyncio.Semaphore(self._parallel)
         self._flushing: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
-        self._lists = 0  # buffered seed, list and sitemap pages
+        self._lists = 0  # buffered seed, list and sitemap pages that discovery waits for
         self._closing = False
         self._last_flush = time.monotonic()
 
@@ -105,7 +111,7 @@ class StagingWriter:
             self._space.clear()
             await self._space.wait()
         self._buffer.append((source_id, item))
-        if _is_list(item):
+        if _awaits_discovery(item):
             self._lists += 1
             self._ready.set()  # the flusher re-times itself: discovery waits for this page
         elif len(self._buffer) >= self.flush_rows:
@@ -177,7 +183,7 @@ class StagingWriter:
         batch = self._buffer[:size]
         del self._buffer[:size]
         if self._lists:   # recounted only when some were buffered (a count per take is O(buffer))
-            self._lists = sum(1 for _, i in self._buffer if _is_list(i))
+            self._lists = sum(1 for _, i in self._buffer if _awaits_discovery(i))
         self._in_flight += len(batch)
         self._last_flush = time.monotonic()
         return batch

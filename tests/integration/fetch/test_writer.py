@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stratacrawl.cold.staging import StagedFetch, make_row
+from stratacrawl.cold.staging import COLUMNS, StagedFetch, make_row
 from stratacrawl.cold.tasks import NewTask, TaskState
 from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import StagingWriter
@@ -141,21 +141,31 @@ async def test_a_claim_refused_by_postgresql_pauses_claims_and_gives_the_slot_ba
         await worker.close()
 
 
-async def test_a_list_page_lands_without_waiting_for_a_full_flush(comps: Components,
-                                                                  tmp_path: Path) -> None:
-    items = await _claimed(comps, 3, "w1")
-    listing = items[2]
-    listing.row = (*listing.row[:16], "list", *listing.row[17:])   # COLUMNS: kind
+async def test_a_list_page_discovery_waits_for_lands_without_waiting_for_a_full_flush(
+        comps: Components, tmp_path: Path) -> None:
+    items = await _claimed(comps, 4, "w1")
+    kind, discovered_at = COLUMNS.index("kind"), COLUMNS.index("discovered_at")
+
+    def as_list(item: StagedFetch, discovered: bool) -> StagedFetch:
+        assert item.row is not None
+        row = list(item.row)
+        row[kind], row[discovered_at] = "list", row[0] if discovered else None
+        item.row = tuple(row)
+        return item
+
+    hopped = as_list(items[2], discovered=True)    # its links went to the frontier in-process
+    waiting = as_list(items[3], discovered=False)  # the discovery loop reads it from staging
     async with _writer(comps, tmp_path, "w1", flush_rows=1000, flush_s=60.0) as writer:
         await writer.add("s1", items[0])
+        await writer.add("s1", hopped)
         await asyncio.sleep(1.0)
-        assert writer.stats.landed == 0          # an item page waits for rows or flush_s
-        await writer.add("s1", listing)
+        assert writer.stats.landed == 0   # an item page and a hopped list page wait for flush_s
+        await writer.add("s1", waiting)
         for _ in range(40):
             if writer.stats.landed:
                 break
             await asyncio.sleep(0.05)
-        assert writer.stats.landed == 2          # the list page took the item with it
+        assert writer.stats.landed == 3   # the waiting list page took the others with it
 
 
 async def test_a_fetch_whose_lease_was_reclaimed_does_not_land(comps: Components,
