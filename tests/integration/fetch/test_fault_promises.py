@@ -46,7 +46,9 @@ async def test_restart_under_the_same_worker_id_leaves_no_gap(comps: Components,
     with the dead run's leases still held (380 items never fetched, validation passed)."""
     specs = small_site(2, hosts(), backlog=60)
     with SimulatorThread(specs) as st:
-        doc = sources_document(specs, rate=8.0, concurrency=2)
+        # Slow enough (2 requests/s a source) that the killed crawl outlasts a few staging
+        # flushes (every 5 s): it dies holding item leases, with some items landed.
+        doc = sources_document(specs, rate=2.0, concurrency=2)
         sources_file = tmp_path / "sources.yaml"
         sources_file.write_text(yaml.safe_dump(doc))
         proc = subprocess.Popen(
