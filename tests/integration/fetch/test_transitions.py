@@ -72,7 +72,9 @@ async def test_a_redis_restart_mid_crawl_loses_nothing(comps: Components,
     server = spawn_redis(redis_dir, port, aof)
     with SimulatorThread(specs) as st:
         sources_file = tmp_path / "sources.yaml"
-        sources_file.write_text(yaml.safe_dump(sources_document(specs, rate=25.0,
+        # 5 requests/s a source: ~20 s of crawl, so most of it is still ahead when the
+        # first staging flush (after at most 5 s) shows the crawl is under way.
+        sources_file.write_text(yaml.safe_dump(sources_document(specs, rate=5.0,
                                                                 concurrency=2)))
         env = {**tier_env(comps, tmp_path / "state"),
                "STRATACRAWL_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
@@ -81,6 +83,7 @@ async def test_a_redis_restart_mid_crawl_loses_nothing(comps: Components,
             staged = await _wait_for(comps, "SELECT count(*) FROM staging WHERE kind = 'item'",
                                      40, proc)
             assert staged >= 40, "the crawl should be fetching items before Redis goes"
+            assert proc.poll() is None, "the crawl should still be running when Redis goes"
             server.kill()
             server.wait(10)
             await asyncio.sleep(3.0)

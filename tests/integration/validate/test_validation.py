@@ -27,19 +27,26 @@ SOURCE = {"id": "shop", "seeds": ["http://shop.test/"], "expected_daily": 200, "
               "name": {"css": "h1"}, "price": {"css": ".p", "type": "price"},
               "listed": {"css": "time", "attr": "datetime", "type": "date"},
               "link": {"css": "a", "attr": "href", "type": "url"}}}}
-TODAY = datetime.now(UTC).date()
+
+
+def today() -> date:
+    """Today (UTC), read when a test needs it: a suite that runs past midnight must not
+    validate yesterday as if it were still in progress."""
+    return datetime.now(UTC).date()
 
 
 def source(**changes: Any) -> Source:
     return parse_sources({"sources": [{**SOURCE, **changes}]}).sources[0]
 
 
-async def land(comps: Components, src: Source, n: int, *, day: date = TODAY,
+async def land(comps: Components, src: Source, n: int, *, day: date | None = None,
                edit: Any = None, duplicate: int = 0) -> None:
-    """``n`` records of ``src`` on ``day``, first seen five minutes before the day's end
-    (or now); ``edit(i, fields)`` spoils some; ``duplicate`` more records re-use URLs."""
-    seen = min(datetime.now(UTC), datetime.combine(day + timedelta(days=1), datetime.min.time(),
-                                                   tzinfo=UTC)) - timedelta(minutes=5)
+    """``n`` records of ``src`` on ``day`` (today), first seen five minutes before the day's
+    end (or before now, but within the day); ``edit(i, fields)`` spoils some; ``duplicate``
+    more records re-use URLs."""
+    day = day or today()
+    start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+    seen = max(start, min(datetime.now(UTC), start + timedelta(days=1)) - timedelta(minutes=5))
     records = []
     for i in range(n + duplicate):
         k = i % n
@@ -72,7 +79,7 @@ def failing(result: SuiteResult) -> set[tuple[str, str | None]]:
 async def test_a_clean_day_passes_and_is_stored(comps: Components, tmp_path: Path) -> None:
     src = source()
     v = validator(comps, tmp_path)
-    yesterday = TODAY - timedelta(days=1)
+    yesterday = today() - timedelta(days=1)
     await land(comps, src, 200, day=yesterday)
     (result,) = await v.validate([src], [yesterday])
     assert result.success, result.failures
@@ -103,13 +110,13 @@ async def test_a_silent_redesign_fails_completeness_only(comps: Components,
         fields.pop("name"), fields.pop("price")
 
     await land(comps, src, 200, edit=redesigned)
-    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    (result,) = await validator(comps, tmp_path).validate([src], [today()])
     assert failing(result) == {("completeness", "name"), ("completeness", "price")}
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
     assert alert.source_id == "shop" and "completeness name" in alert.message
     # the result names the alert it raised (the validation flow notifies with it, as P1)
     assert (result.alert_id, alert.level) == (alert.id, "P1")
-    (again,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    (again,) = await validator(comps, tmp_path).validate([src], [today()])
     assert again.alert_id is None   # still failing: folded into the open alert, no new notice
 
 
@@ -130,7 +137,7 @@ async def test_malformed_values_fail_validity_not_completeness(comps: Components
             fields["listed"] = "yesterday"       # not a date at all
 
     await land(comps, src, 200, edit=spoiled)
-    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    (result,) = await validator(comps, tmp_path).validate([src], [today()])
     assert failing(result) == {("completeness", "name"), ("validity", "price__number"),
                                ("validity", "listed__time"), ("validity", "listed"),
                                ("validity", "link")}
@@ -142,7 +149,7 @@ async def test_a_partial_drop_out_fails_count_against_the_expectation(
         comps: Components, tmp_path: Path) -> None:
     """10 % of the items never became records (whatever the crawler queued)."""
     src = source()
-    yesterday = TODAY - timedelta(days=1)
+    yesterday = today() - timedelta(days=1)
     await land(comps, src, 180, day=yesterday)
     await land(comps, src, 180)
     v = validator(comps, tmp_path)
@@ -150,24 +157,24 @@ async def test_a_partial_drop_out_fails_count_against_the_expectation(
     assert failing(closed) == {("count", "record_url")}
     count = next(c for c in closed.checks if c.check == "count")
     assert count.observed == 180 and count.expected == {"min_value": 190, "max_value": 210}
-    (today,) = await v.validate([src], [TODAY])   # a day in progress: held to its share
-    share = next(c for c in today.checks if c.check == "count").expected["min_value"]
-    assert share < 190 and today.count_basis.startswith("expected_daily, ")
+    (ongoing,) = await v.validate([src], [today()])   # a day in progress: held to its share
+    share = next(c for c in ongoing.checks if c.check == "count").expected["min_value"]
+    assert share < 190 and ongoing.count_basis.startswith("expected_daily, ")
 
 
 async def test_count_learns_from_history_then_fails_a_drop_out(comps: Components,
                                                                tmp_path: Path) -> None:
     src = source(expected_daily=None)
     v = validator(comps, tmp_path)
-    days = [TODAY - timedelta(days=i) for i in (6, 5, 4)]   # closed days, oldest first
+    days = [today() - timedelta(days=i) for i in (6, 5, 4)]   # closed days, oldest first
     for d in days:
         await land(comps, src, 200, day=d)
     first = await v.validate([src], days)
     assert [r.count_basis for r in first] == [f"learning ({i} of 3 days)" for i in (0, 1, 2)]
     assert all(r.success for r in first)
     assert {c.status for r in first for c in r.checks if c.check == "count"} == {"learning"}
-    await land(comps, src, 180, day=TODAY - timedelta(days=3))
-    (dropped,) = await v.validate([src], [TODAY - timedelta(days=3)])
+    await land(comps, src, 180, day=today() - timedelta(days=3))
+    (dropped,) = await v.validate([src], [today() - timedelta(days=3)])
     assert dropped.count_basis == "median of 3 days"
     assert failing(dropped) == {("count", "record_url")}
 
@@ -175,7 +182,7 @@ async def test_count_learns_from_history_then_fails_a_drop_out(comps: Components
 async def test_duplicated_records_fail_uniqueness(comps: Components, tmp_path: Path) -> None:
     src = source()
     await land(comps, src, 200, duplicate=10)   # ten URLs recorded twice the same day
-    (result,) = await validator(comps, tmp_path).validate([src], [TODAY])
+    (result,) = await validator(comps, tmp_path).validate([src], [today()])
     assert failing(result) == {("uniqueness", "record_url")}
     assert next(c for c in result.checks if c.check == "count").observed == 200
 
@@ -183,7 +190,7 @@ async def test_duplicated_records_fail_uniqueness(comps: Components, tmp_path: P
 async def test_an_empty_day_fails_completeness(comps: Components, tmp_path: Path) -> None:
     src = source()
     await land(comps, src, 200)
-    (result,) = await validator(comps, tmp_path).validate([src], [TODAY - timedelta(days=1)])
+    (result,) = await validator(comps, tmp_path).validate([src], [today() - timedelta(days=1)])
     assert {("completeness", "name"), ("completeness", "price"),
             ("count", "record_url"), ("freshness", "record_first_seen")} <= failing(result)
     assert next(c for c in result.checks if c.check == "count").observed == 0
@@ -202,17 +209,18 @@ async def test_gx_api_runs_the_same_checkpoint(comps: Components, tmp_path: Path
 
     from stratacrawl.cold.db import sqlalchemy_url
 
-    src = source()
+    src, day = source(), today()
     v = validator(comps, tmp_path)
-    await land(comps, src, 200, edit=lambda i, f: f.pop("name") if i % 10 == 0 else None)
-    (ours,) = await v.validate([src], [TODAY])
+    await land(comps, src, 200, day=day,
+               edit=lambda i, f: f.pop("name") if i % 10 == 0 else None)
+    (ours,) = await v.validate([src], [day])
     before = _snapshot(tmp_path / "exp")
     monkeypatch.setenv("STRATACRAWL_GX_DATABASE_URL", sqlalchemy_url(comps.runtime.database_url))
     monkeypatch.setenv("STRATACRAWL_GX_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("STRATACRAWL_DATA_DOCS_DIR", str(tmp_path / "docs"))
     context = gx.get_context(mode="file", project_root_dir=str(tmp_path / "exp"))
     run = context.checkpoints.get("records.shop").run(
-        batch_parameters={"day": TODAY.isoformat()}, expectation_parameters=ours.parameters)
+        batch_parameters={"day": day.isoformat()}, expectation_parameters=ours.parameters)
     (theirs,) = run.run_results.values()
     assert theirs.success is ours.success is False
     assert sorted((r.expectation_config.type, r.expectation_config.kwargs.get("column"),
@@ -240,7 +248,7 @@ async def test_a_source_that_stops_publishing_breaks_freshness(comps: Components
         await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.3)  # still fetching
     strict = parse_sources({"sources": [dict(
         sources_for(specs).model_dump()["sources"][0], freshness="5s")]})
-    (result,) = await validator(comps, tmp_path).validate(strict.sources, [TODAY])
+    (result,) = await validator(comps, tmp_path).validate(strict.sources, [today()])
     assert failing(result) == {("freshness", "record_first_seen")}  # fetching goes on
     assert result.count_basis.startswith("learning")
     (alert,) = await open_alerts(comps.pool, VALIDATION_FAILED)
@@ -259,7 +267,7 @@ async def test_data_docs_are_one_click_away_over_http(comps: Components, tmp_pat
 
     src = source()
     v = validator(comps, tmp_path)
-    yesterday = TODAY - timedelta(days=1)
+    yesterday = today() - timedelta(days=1)
     await land(comps, src, 20, day=yesterday)              # far below 200 a day: fails
     (plain,) = await v.validate([src], [yesterday])
     assert not plain.success and plain.data_docs and plain.data_docs.startswith("file://")
