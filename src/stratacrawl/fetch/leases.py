@@ -44,34 +44,73 @@ async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,
     next_renewal = time.monotonic() + renew_every
     next_reclaim = next_beat = time.monotonic()
     healthy_since: float | None = None
-    while not stop.is_set():
-        now = time.monotonic()
-        try:
-            if now >= next_beat:
-                next_beat = now + BEAT_S
-                if healthy_since is None:
-                    await runs.start(owner)   # (again after an outage: the lock too)
-                    healthy_since = time.monotonic()
-                else:
-                    await runs.beat(owner)
-            if now >= next_renewal:
-                next_renewal = now + renew_every
-                renewed, gone = await frontier.renew(owner, ledger)
-                log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
-            if now >= next_reclaim:
-                next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
-                healthy = time.monotonic() - healthy_since if healthy_since is not None else 0
-                steady = healthy >= DEAD_AFTER.total_seconds()
-                if healthy_since is not None and healthy < LOCK_STEADY_S:
-                    next_reclaim = min(next_reclaim, healthy_since + LOCK_STEADY_S)
-                if n := await frontier.reclaim(ledger, DEAD_AFTER if steady else None,
-                                               by_lock=healthy >= LOCK_STEADY_S):
-                    log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
-        except (*POSTGRES_AWAY, *POSTGRES_BUSY) as e:  # PostgreSQL away or busy: next round
-            healthy_since = None
-            log.warning("crawl: lease upkeep paused (%s)", e)
-        except Exception as e:  # Redis away: the ledger is what counts
-            log.warning("crawl: lease upkeep failed (%r)", e)
-        wait = min(next_renewal, next_reclaim, next_beat) - time.monotonic()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))
+    requeue = _Requeue(frontier, ledger)
+    try:
+        while not stop.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_beat:
+                    next_beat = now + BEAT_S
+                    if healthy_since is None:
+                        await runs.start(owner)   # (again after an outage: the lock too)
+                        healthy_since = time.monotonic()
+                    else:
+                        await runs.beat(owner)
+                if now >= next_renewal:
+                    next_renewal = now + renew_every
+                    renewed, gone = await frontier.renew(owner, ledger)
+                    log.debug("crawl: %d leases renewed, %d ended", renewed, gone)
+                if now >= next_reclaim:
+                    next_reclaim = now + min(RECLAIM_EVERY_S, renew_every)
+                    healthy = time.monotonic() - healthy_since if healthy_since is not None else 0
+                    steady = healthy >= DEAD_AFTER.total_seconds()
+                    if healthy_since is not None and healthy < LOCK_STEADY_S:
+                        next_reclaim = min(next_reclaim, healthy_since + LOCK_STEADY_S)
+                    sources, n = await frontier.release_expired(
+                        ledger, DEAD_AFTER if steady else None, by_lock=healthy >= LOCK_STEADY_S)
+                    if n:
+                        log.info("crawl: %d leases reclaimed (expired, or their run is dead)", n)
+                        requeue.add(sources)
+            except (*POSTGRES_AWAY, *POSTGRES_BUSY) as e:  # PostgreSQL away or busy: next round
+                healthy_since = None
+                log.warning("crawl: lease upkeep paused (%s)", e)
+            except Exception as e:  # Redis away: the ledger is what counts
+                log.warning("crawl: lease upkeep failed (%r)", e)
+            wait = min(next_renewal, next_reclaim, next_beat) - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))
+    finally:
+        await requeue.stop()
+
+
+class _Requeue:
+    """The hot half of a reclaim (each source's window refilled from the top: a ledger read
+    per source) in a task of its own, one at a time: run inline, after a dead worker of
+    a 200-source crawl it held the upkeep for a minute, no lease was renewed meanwhile,
+    and the living workers' leases expired in turn — thousands of fetched pages were
+    dropped and fetched again. The reclaimed tasks are ready in the ledger at once; only
+    their way back into the windows waits."""
+
+    def __init__(self, frontier: Frontier, ledger: Ledger) -> None:
+        self.frontier, self.ledger = frontier, ledger
+        self._sources: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, sources: set[str]) -> None:
+        self._sources |= sources
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self._sources:
+            sources, self._sources = self._sources, set()
+            try:
+                await self.frontier.requeue(sources, self.ledger)
+            except Exception as e:  # a claim's refill brings them later
+                log.warning("crawl: reclaimed tasks not requeued in the hot tier (%r)", e)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

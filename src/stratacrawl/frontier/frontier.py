@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -93,19 +93,21 @@ class Frontier:
         if self.window_budget is not None and time.monotonic() >= self._refit_at:
             self.fit_window(len(await self.ledger.sources_with_ready_tasks()))
 
-    async def refill(self, source_id: str, force: bool = False, *, resume: bool = False) -> int:
+    async def refill(self, source_id: str, force: bool = False, *, resume: bool = False,
+                     ledger: Ledger | None = None) -> int:
         """Top the hot window up from the ledger when it is below half (or when forced).
 
         ``resume`` continues after the task the previous refill of this process stopped at
         (claims do: the window holds what came before); a page shorter than the window means
         the end was reached, and the next refill starts from the top again, where new, retried
-        and re-armed tasks are. Urgent work, reclaims and recovery refill from the top."""
+        and re-armed tasks are. Urgent work, reclaims and recovery refill from the top.
+        ``ledger``: read through this one (on a pool of its own) instead."""
         await self._refit()
         if not force and await self.hot.size(source_id) >= self.hot.limit // 2:
             return 0
         after = self._cursor.get(source_id) if resume else None
-        items, cursor = await self.ledger.ready_page(source_id, self.hot.limit,
-                                                     self.refill_horizon, after)
+        items, cursor = await (ledger or self.ledger).ready_page(
+            source_id, self.hot.limit, self.refill_horizon, after)
         if cursor is None or len(items) < self.hot.limit:
             self._cursor.pop(source_id, None)
             self._drained[source_id] = time.monotonic() + DRAINED_RECHECK_S
@@ -193,10 +195,27 @@ class Frontier:
                       dead_after: timedelta | None = None, by_lock: bool = False) -> int:
         """Expired leases back to PENDING (ledger), and out of the hot lease sets; with
         ``dead_after`` or ``by_lock`` also the leases of dead runs (see
-        :meth:`Ledger.reclaim_expired`). ``ledger``: one on a pool of its own (lease
-        upkeep must not queue behind batches)."""
+        :meth:`Ledger.reclaim_expired`); returns how many. :meth:`release_expired` and
+        :meth:`requeue` are its two halves, for a caller that must not wait for the
+        second (lease upkeep)."""
+        sources, n = await self.release_expired(ledger, dead_after, by_lock)
+        await self.requeue(sources, ledger)
+        return n
+
+    async def release_expired(self, ledger: Ledger | None = None,
+                              dead_after: timedelta | None = None, by_lock: bool = False,
+                              ) -> tuple[set[str], int]:
+        """The ledger half of :meth:`reclaim` (one statement): the sources whose windows
+        must be refilled (:meth:`requeue`) and how many leases went back. ``ledger``: one
+        on a pool of its own (lease upkeep must not queue behind batches)."""
         reclaimed = await (ledger or self.ledger).reclaim_expired(dead_after, by_lock)
-        for source_id in {s for s, _ in reclaimed}:
+        return {s for s, _ in reclaimed}, len(reclaimed)
+
+    async def requeue(self, source_ids: Iterable[str], ledger: Ledger | None = None) -> None:
+        """The hot half of :meth:`reclaim`: each source's expired hot leases dropped and its
+        window refilled from the top, where the reclaimed tasks are again (a read of the
+        ledger per source: after a dead worker of a crawl of 200 sources, a minute's work
+        when each waits for the crawl's busy pool; ``ledger`` on a pool of its own)."""
+        for source_id in source_ids:
             await self.hot.drop_expired_leases(source_id)
-            await self.refill(source_id, force=True)
-        return len(reclaimed)
+            await self.refill(source_id, force=True, ledger=ledger)

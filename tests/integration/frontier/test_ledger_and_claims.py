@@ -102,6 +102,51 @@ async def _expires(c: Components, ids: list[int]) -> list[float]:
         return [float(r[0]) for r in await cur.fetchall()]
 
 
+@pytest.mark.slow
+async def test_lease_upkeep_renews_while_reclaimed_tasks_are_requeued(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reclaim's way back into the hot windows (a ledger read per source: for a dead
+    worker of a 200-source load test, a minute on a busy pool) runs beside the lease
+    upkeep, not in it: renewals go on, and the living run keeps its leases. Inline, it
+    held the upkeep for the minute and the living workers lost thousands of fetched
+    pages to each other's reclaims."""
+    from stratacrawl.fetch.leases import keep_leases
+
+    comps.frontier.lease = timedelta(seconds=1.5)
+    await comps.frontier.add(tasks(6))
+    await comps.frontier.add(tasks(4, source="s2"))
+    mine = await comps.frontier.claim("s1", 6, "w1~live")
+    theirs = await comps.frontier.claim("s2", 4, "w0~gone")  # never renewed
+    assert len(mine.tasks) == 6 and len(theirs.tasks) == 4
+    requeued = asyncio.Event()
+    requeue = comps.frontier.requeue
+
+    async def slow_requeue(sources: set[str], ledger: object = None) -> None:
+        await asyncio.sleep(4.0)   # each ledger read waiting for a busy pool
+        await requeue(sources, ledger)  # type: ignore[arg-type]
+        requeued.set()
+
+    monkeypatch.setattr(comps.frontier, "requeue", slow_requeue)
+    stop = asyncio.Event()
+    upkeep = asyncio.create_task(keep_leases(comps.frontier, comps.runtime.database_url,
+                                             "w1~live", stop))
+    try:
+        await asyncio.sleep(5.0)   # w0's leases expire at 1.5 s; the requeue lasts until ~6
+        assert not requeued.is_set()
+        # Another process's reclaim now: w1 renewed all along, so nothing of it is taken.
+        assert await comps.frontier.release_expired() == (set(), 0)
+        async with comps.pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT source_id, state, lease_owner FROM tasks ORDER BY id")).fetchall()
+        assert sorted(set(rows)) == [("s1", "LEASED", "w1~live"), ("s2", "PENDING", None)]
+        await asyncio.wait_for(requeued.wait(), 5.0)
+        again = await comps.frontier.claim("s2", 4, "w2")  # back in s2's window
+        assert sorted(t.id for t in again.tasks) == sorted(t.id for t in theirs.tasks)
+    finally:
+        stop.set()
+        await upkeep
+
+
 async def test_held_leases_are_renewed_until_finished_and_only_then_reclaimable(
         comps: Components) -> None:
     comps.frontier.lease = timedelta(seconds=30)
