@@ -61,6 +61,7 @@ class StagedFetch:
     status: int | None = None
     body_bytes: int = 0
     canonical_url: str | None = None     # the page's <link rel=canonical>, absolute
+    attempt: int | None = None  # the claim it was fetched under (None: an older spool file)
 
 
 def copy_encoded_json(cursor: AsyncCursor[Any]) -> None:
@@ -119,11 +120,11 @@ async def ensure_partitions(conn: AsyncConnection, days: set[str]) -> None:
 # What one flush lands besides the pages, one row per fetch: the staging row's key (NULL
 # where the fetch has no response to stage), its ledger outcome (``o_*``) and its URL state.
 LANDING_COLUMNS = ("fetched_at", "fetch_key", "o_task", "o_state", "o_status", "o_error",
-                   "o_due", "o_recrawl", "o_changed", "url_hash", "succeeded", "l_at",
+                   "o_due", "o_recrawl", "o_changed", "o_attempt", "url_hash", "succeeded", "l_at",
                    "l_status", "l_length", "etag", "last_modified", "content_hash",
                    "canonical_url")
 LANDING_TYPES = ("timestamptz", "text", "int8", "text", "int4", "text", "timestamptz",
-                 "float4", "bool", "uuid", "bool", "timestamptz", "int4", "int4", "text",
+                 "float4", "bool", "int4", "uuid", "bool", "timestamptz", "int4", "int4", "text",
                  "text", "uuid", "text")
 
 
@@ -147,8 +148,9 @@ _COLS = ", ".join(COLUMNS)
 _LAND = (
     f"WITH held AS (UPDATE tasks t SET {OUTCOME_ASSIGNMENTS} FROM (SELECT o_task AS id, "
     "o_state AS state, o_status AS status, o_error AS error, o_due AS due_at, "
-    "o_recrawl AS recrawl_s, o_changed AS changed FROM landing ORDER BY o_task) o "
-    f"WHERE t.id = o.id AND {HELD_BY} RETURNING t.id), "
+    "o_recrawl AS recrawl_s, o_changed AS changed, o_attempt AS attempt FROM landing "
+    f"ORDER BY o_task) o WHERE t.id = o.id AND {HELD_BY} "
+    "AND (o.attempt IS NULL OR t.attempts = o.attempt) RETURNING t.id), "
     "kept AS (SELECT l.* FROM landing l JOIN held h ON h.id = l.o_task), "
     "{staged}"
     "fetched AS (UPDATE url_state u SET last_crawled = v.l_at, http_status = v.l_status, "
@@ -182,7 +184,7 @@ def _landing_row(i: StagedFetch) -> tuple[Any, ...]:
     task_id, state, status, error, due_at, recrawl_s, changed = (*i.outcome, None, None)[:7]
     at, key = (i.row[0], i.row[1]) if i.row is not None else (None, None)
     return (at, key, task_id, str(_STATES[state]), status, error, due_at, recrawl_s, changed,
-            i.url_hash, i.succeeded, i.fetched_at, i.status, i.body_bytes or None, i.etag,
+            i.attempt, i.url_hash, i.succeeded, i.fetched_at, i.status, i.body_bytes or None, i.etag,
             i.last_modified, i.content_hash, i.canonical_url)
 
 
@@ -200,14 +202,15 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
     """Apply the outcomes, land the rows and update URL state (queued for warm), in the
     caller's transaction; returns the rows staged.
 
-    Only fetches whose task ``owner`` still holds land: a fetch whose lease was reclaimed
-    — its worker stalled for a whole lease time, and the task is queued or leased again —
-    is dropped, so staging never holds a task's page twice. The pages are copied into
-    staging first and the dropped ones deleted again (rare: it takes a stall of a whole
-    lease time). ``idempotent`` (spool replays, unknown commit outcomes): the pages go
-    through a session-local table instead, with ``ON CONFLICT (fetch_key, fetched_at) DO
-    NOTHING``, and only the held tasks' pages are inserted (a row of the same key may
-    be the one an earlier, committed attempt landed).
+    Only fetches whose task ``owner`` still holds, under the claim they were made in, land:
+    a fetch whose lease was reclaimed — its worker stalled for a whole lease time, and the
+    task is queued or leased again, perhaps by this same run (the claim's attempt number
+    tells the two leases apart) — is dropped, so staging never holds a task's page twice.
+    The pages are copied into staging first and the dropped ones deleted again (rare: it
+    takes a stall of a whole lease time). ``idempotent`` (spool replays, unknown commit
+    outcomes): the pages go through a session-local table instead, with ``ON CONFLICT
+    (fetch_key, fetched_at) DO NOTHING``, and only the held tasks' pages are inserted (a
+    row of the same key may be the one an earlier, committed attempt landed).
 
     Everything goes to the server as binary COPYs and one statement: sending the outcomes
     and URL state as arrays cost the client ~3x as much (psycopg dumps list parameters

@@ -408,7 +408,8 @@ class FetchWorker:
                            url_hash=task.url_hash,
                            content_hash=content_hash, etag=r.etag, last_modified=r.last_modified,
                            succeeded=success, fetched_at=r.fetched_at, status=r.status,
-                           body_bytes=len(r.body), canonical_url=canonical)
+                           body_bytes=len(r.body), canonical_url=canonical,
+                           attempt=task.attempts)
 
     # -- the loop -----------------------------------------------------------------------------
     async def heartbeat(self) -> None:

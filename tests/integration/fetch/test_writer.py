@@ -36,7 +36,7 @@ async def _claimed(comps: Components, n: int, owner: str) -> list[StagedFetch]:
                      trace_id="x", worker=owner, kind="item", success=True),
         outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
         content_hash="0c" * 16, etag=None, last_modified=None, succeeded=True, fetched_at=now,
-        status=200, body_bytes=15) for t in tasks]
+        status=200, body_bytes=15, attempt=t.attempts) for t in tasks]
 
 
 def _writer(comps: Components, tmp_path: Path, owner: str, **kw: object) -> StagingWriter:
@@ -168,18 +168,23 @@ async def test_a_list_page_discovery_waits_for_lands_without_waiting_for_a_full_
         assert writer.stats.landed == 3   # the waiting list page took the others with it
 
 
+@pytest.mark.parametrize("taker", ["w2", "w1"])
 async def test_a_fetch_whose_lease_was_reclaimed_does_not_land(comps: Components,
-                                                               tmp_path: Path) -> None:
-    """w1 stalled for a lease time: 4 of its tasks were reclaimed and leased by w2 before
-    its pages reached staging. Those 4 pages are dropped (w2's fetch is the one that
-    counts), the rest land; staging never holds one task's page twice."""
+                                                               tmp_path: Path,
+                                                               taker: str) -> None:
+    """w1 stalled for a lease time: 4 of its tasks were reclaimed and leased again before
+    its pages reached staging — by w2, or by w1 itself (the same run claims them again).
+    Those 4 pages are dropped (the new claim's fetch is the one that counts), the rest
+    land; staging never holds one task's page twice. The lease's owner alone let a
+    same-run claim's pages land twice (a load test staged 67 items twice); the claim's
+    attempt number tells the two leases apart."""
     items = await _claimed(comps, 10, "w1")
     lost = [i.outcome[0] for i in items[:4]]
     async with comps.pool.connection() as conn:
         await conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '1 s' "
                            "WHERE id = ANY(%s)", (lost,))
     assert await comps.frontier.reclaim() == 4
-    again = await comps.frontier.claim("s1", 10, "w2")
+    again = await comps.frontier.claim("s1", 10, taker)
     assert sorted(t.id for t in again.tasks) == sorted(lost)
     async with _writer(comps, tmp_path, "w1", flush_s=60.0) as writer:
         for item in items:
@@ -189,6 +194,6 @@ async def test_a_fetch_whose_lease_was_reclaimed_does_not_land(comps: Components
     async with comps.pool.connection() as conn:
         cur = await conn.execute("SELECT task_id FROM staging ORDER BY task_id")
         assert [r[0] for r in await cur.fetchall()] == sorted(i.outcome[0] for i in items[4:])
-        cur = await conn.execute("SELECT state, lease_owner FROM tasks WHERE id = ANY(%s)",
-                                 (lost,))
-        assert set(await cur.fetchall()) == {("LEASED", "w2")}   # w2's, untouched
+        cur = await conn.execute("SELECT state, lease_owner, attempts FROM tasks "
+                                 "WHERE id = ANY(%s)", (lost,))
+        assert set(await cur.fetchall()) == {("LEASED", taker, 2)}   # the new claim's
