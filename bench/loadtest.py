@@ -37,6 +37,9 @@ def run(size: Size = "full") -> Iterator[Figure]:
         result = run_loadtest(rt, cfg, out)
     md, _ = write_report(result, Path(out))
     publish_artifact(md)
+    if result.failed:
+        raise RuntimeError("the load test measured nothing: " + "; ".join(
+            f"{who}: {why}" for who, why in result.failed.items()) + f" (report: {md})")
     f = result.figures
     extra = {"workers": cfg.workers, "sources": cfg.sources, "minutes": cfg.minutes,
              "via": cfg.via, "report": str(md)}

@@ -59,3 +59,7 @@ def loadtest_cmd(
         console.print(md.read_text())
         console.print(f"report: {md}  chart: " + (str(png) if png else
                       "none (install the charts extra: pip install 'stratacrawl[charts]')"))
+    if result.failed:
+        for who, why in result.failed.items():
+            console.print(f"[red]loadtest failed[/red] — {who}: {why}")
+        raise typer.Exit(1)

@@ -85,6 +85,8 @@ def markdown(result: LoadTestResult, chart_name: str | None = "loadtest.png") ->
             " Simulator niced ahead of the workers (it stands for remote sites)."
             if f.get("sim_reniced") else " Simulator at the workers' priority."),
         "",
+        *([f"**Failed** — {who}: {why}" for who, why in result.failed.items()] + [""]
+          if result.failed else []),
         "| figure | ours | reference deployment (3 nodes) | target |",
         "|---|---|---|---|",
         f"| pages/s fetched and staged | {f['loadtest_pages_per_s']:,} | {seed['pages_per_s']:,} "

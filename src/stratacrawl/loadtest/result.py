@@ -72,6 +72,9 @@ class LoadTestResult:
     sim_gc: dict[str, list[float]] = field(default_factory=dict)  # its GcPauses
     sim_polls_failed: int = 0  # stats requests the simulator did not answer in time
     sim_reniced: bool = False  # whether the simulator ran ahead of the others (root only)
+    # what kept the run from measuring anything: worker -> why (an exit code and the last
+    # line of its log), "run" -> no page staged at all. A failed load test exits non-zero.
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def result_json(result: LoadTestResult) -> str:

@@ -193,14 +193,27 @@ def _run(rt: Runtime, cfg: LoadTestConfig, result: LoadTestResult, workers: list
             pool.await_finished([w.name for w in workers if w.final is not None],
                                 time.time() + FINAL_WAIT_S)
         for w in workers:
-            w.wait(FINAL_WAIT_S)
+            code = w.wait(FINAL_WAIT_S)
+            if pool is None and not w.killed and code:   # (a Prefect worker is stopped)
+                result.failed[w.name] = f"exited {code}: {_last_line(w.log_path)}"
         _sim_arrivals(sim, arrivals, result)
         drain = _drain(conn, clean, cfg.drain_limit_s)
         clean.wait(5)
         result.seconds = fetch_seconds
         summarize(result, conn, workers, clean, sources, arrivals, drain)
+        if not result.figures.get("staging_rows"):
+            result.failed["run"] = "no page was staged (see the workers' logs)"
         for name, probe in others.items():
             result.processes[name] = usage_figures(probe.usage)
+
+
+def _last_line(log: Path) -> str:
+    """The last line a child wrote to its log (its error, when it failed)."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(an empty log)"
 
 
 def _kill(conn: psycopg.Connection[Any], worker: ChildProcess, at: float) -> dict[str, Any]:

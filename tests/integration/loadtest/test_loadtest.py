@@ -24,6 +24,7 @@ def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> 
     with scratch_runtime("test_loadtest", 4) as rt:
         result = run_loadtest(rt, cfg, tmp_path)
     f = result.figures
+    assert not result.failed, result.failed
     assert f["pages_landed"] > 50
     assert f["staging_rows"] == f["pages_landed"]          # every fetch landed exactly once
     assert f["loadtest_duplicate_fetches"] == 0
