@@ -11,7 +11,8 @@
     │   ├── TransientFetchError     timeouts, resets, 5xx: retried at level 1
     │   └── TerminalFetchError      4xx, too large, wrong type: never retried
     ├── FormatError                 a page that does not fit its extraction rules (terminal)
-    └── ValidationFailed            a data-quality check failed (terminal)
+    ├── ValidationFailed            a data-quality check failed (terminal)
+    └── InUse                       what a command needs is another run's now (transient)
 
 ``Transient`` and ``Terminal`` are mixins so callers can catch by retry policy
 across families.
@@ -67,6 +68,10 @@ class ServiceUnavailable(ServiceError, Transient):
 
 class ServiceStartError(ServiceError, Terminal):
     """An embedded server could not be started."""
+
+
+class InUse(StratacrawlError, Transient):
+    """Another run holds what this one needs (the scratch tiers of a load test)."""
 
 
 class InvalidURL(StratacrawlError, ValueError, Terminal):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from stratacrawl.cli.common import console, settings
+from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.errors import StratacrawlError
 from stratacrawl.loadtest.result import VIAS, LoadTestConfig
 
 LOADTEST_REDIS_DB = 5
@@ -48,8 +49,11 @@ def loadtest_cmd(
     from stratacrawl.loadtest.run import run_loadtest
     from stratacrawl.scratch import scratch_runtime
 
-    with scratch_runtime("loadtest", LOADTEST_REDIS_DB, redis_cluster=redis_cluster) as rt:
-        result = run_loadtest(rt, cfg, folder)
+    try:
+        with scratch_runtime("loadtest", LOADTEST_REDIS_DB, redis_cluster=redis_cluster) as rt:
+            result = run_loadtest(rt, cfg, folder)
+    except StratacrawlError as e:   # another load test running; a tier that cannot start
+        fail(e)
     md, png = write_report(result, folder)
     if api := publish_artifact(md):
         console.print(f"report published as the artifact {ARTIFACT_KEY!r} on {api}")
