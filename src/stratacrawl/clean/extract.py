@@ -8,6 +8,7 @@ out is good enough (required fields) is the cleaner's job, not the extractor's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -17,7 +18,18 @@ from urllib.parse import urljoin, urlsplit
 
 import parsel
 import trafilatura
+from htmldate import find_date
+from lxml.html import HtmlElement
 from selectolax.lexbor import LexborHTMLParser
+from trafilatura.metadata import (
+    examine_meta,
+    extract_author,
+    extract_meta_json,
+    extract_title,
+    extract_url,
+)
+from trafilatura.settings import Document, set_date_params
+from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
 from stratacrawl.clean.coerce import coerce
@@ -180,28 +192,54 @@ class ArticleExtractor(Extractor):
 
     def extract(self, page: Page) -> list[Extracted]:
         html = page_text(page)
-        doc = trafilatura.bare_extraction(html, url=page.url, with_metadata=True,
+        lxml_tree = load_html(html)
+        if lxml_tree is None:
+            return []
+        tree = parse_html(page)
+        published = _published(tree)
+        meta = _article_metadata(lxml_tree, page.url, with_date=published is None)
+        # the metadata readers above leave the tree as it was; trafilatura copies it
+        doc = trafilatura.bare_extraction(lxml_tree, url=page.url, with_metadata=False,
                                           include_comments=False, include_tables=False,
                                           include_images=False, include_links=False)
         if doc is None:
             return []
-        meta = doc.as_dict() if hasattr(doc, "as_dict") else dict(doc)
-        tree = parse_html(page)
-        published = _published(tree) or meta.get("date")
-        body = meta.get("text") or ""
+        body = getattr(doc, "text", None) or ""
         fields: dict[str, Any] = {
-            "title": coerce("text", meta.get("title")),
+            "title": coerce("text", meta.title),
             # paragraphs stay apart (one blank line), spaces inside them are normalised
             "text": "\n\n".join(p for p in (coerce("text", line) for line in body.split("\n")) if p)
                     or None,
-            "author": coerce("text", meta.get("author")),
-            "published": coerce("datetime", published),
-            "language": coerce("text", meta.get("language") or _lang(tree)),
+            "author": coerce("text", meta.author),
+            "published": coerce("datetime", published or meta.date),
+            "language": coerce("text", _lang(tree)),
         }
         fields = {k: v for k, v in fields.items() if v is not None}
         if self.extra is not None:
             fields.update(self.extra.apply(tree, html, page.url))
         return [Extracted(fields, _canonical(tree, page.url))] if fields else []
+
+
+def _article_metadata(tree: HtmlElement, url: str, *, with_date: bool) -> Document:
+    """Title, author and (``with_date``) the publication day, as trafilatura's
+    ``extract_metadata`` finds them — its steps for these fields, in its order — without
+    what an article record does not keep: categories, tags, licence and site name (~25 %
+    of trafilatura's time on a news page), and the date search (another ~15 %) when the
+    page's markup already gave the time."""
+    meta = examine_meta(tree)
+    if meta.author and " " not in meta.author:   # a handle, not a name (as trafilatura)
+        meta.author = None
+    with contextlib.suppress(Exception):         # trafilatura guards its JSON-LD reader too
+        meta = extract_meta_json(tree, meta)
+    if not meta.title:
+        meta.title = extract_title(tree)
+    if not meta.author:
+        meta.author = extract_author(tree)
+    if with_date:
+        meta.date = find_date(tree, **{**set_date_params(True),
+                                       "url": meta.url or extract_url(tree, url)})
+    meta.clean_and_trim()
+    return meta
 
 
 def _published(tree: LexborHTMLParser) -> str | None:

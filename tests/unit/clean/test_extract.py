@@ -106,6 +106,44 @@ def test_article_matches_the_simulator_truth() -> None:
     assert rec.fields["language"] == "en"
 
 
+_BODY = ("<main><article><h1>Harbour council votes on the new lantern budget</h1>"
+         + "".join(f"<p>Paragraph {i}: the council met on the harbour front to argue about the "
+                   "budget for lanterns, the railway and the winter market, at length.</p>"
+                   for i in range(8)) + "</article></main>")
+_ARTICLE_PAGES = {
+    "json-ld, no markup time": (
+        "https://news.example/story/1",
+        "<html><head><title>Harbour | News</title><script type='application/ld+json'>"
+        '{"@context":"https://schema.org","@type":"NewsArticle","headline":"Harbour council votes",'
+        '"author":{"@type":"Person","name":"Mara Quist"},"datePublished":"2024-03-05"}'
+        f"</script></head><body>{_BODY}</body></html>"),
+    "a handle as meta author, byline in the page, day in the URL": (
+        "https://news.example/2023/11/07/harbour-lanterns",
+        "<html><head><meta property='og:title' content='Lanterns for the harbour'>"
+        "<meta name='author' content='mquist'></head><body>"
+        f"<div class='byline'>By <span class='author'>Mara Quist</span></div>{_BODY}"
+        "</body></html>"),
+    "nothing but the text": ("https://news.example/x", f"<html><body>{_BODY}</body></html>"),
+}
+
+
+@pytest.mark.parametrize("name", _ARTICLE_PAGES)
+def test_article_metadata_is_trafilaturas(name: str) -> None:
+    """Title, author and day are trafilatura's full metadata extraction's, though the
+    extractor runs only the steps for the fields a record keeps."""
+    import trafilatura
+    url, html = _ARTICLE_PAGES[name]
+    full = trafilatura.bare_extraction(html, url=url, with_metadata=True, include_comments=False,
+                                       include_tables=False, include_images=False,
+                                       include_links=False)
+    (rec,) = extractor_for(source(kind="article")).extract(Page(url, "text/html", html.encode()))
+    assert full.title and (full.date or name == "nothing but the text")
+    assert rec.fields.get("title") == coerce("text", full.title)
+    assert rec.fields.get("author") == coerce("text", full.author)
+    assert rec.fields.get("published", "")[:10] == (full.date or "")
+    assert rec.fields["text"].split() == full.text.split()
+
+
 def test_json_fields_by_path_and_redesign_misses_them() -> None:
     spec = next(s for s in build_specs(3, 4) if s.kind == "prices")
     src = source(kind="json", fields={"symbol": {"path": "symbol"},
