@@ -39,3 +39,19 @@ def test_cpu_per_page_sums_the_components_and_sizes_the_target_rate() -> None:
     assert result.figures["cpu_ms_per_page"] == 13.3
     # 13.3 ms a page at 1,500 pages/s is 19.95 cores: one decimal either side of .x5
     assert result.figures["cores_for_target_rate"] in (19.9, 20.0)
+
+
+def test_a_cleaner_that_did_not_catch_up_is_counted_for_every_page() -> None:
+    result = LoadTestResult(LoadTestConfig(sources=2))
+    result.workers = {"worker-1": {"landed": 1000}}
+    result.figures = {"pages_cleaned": 300, "cleaning_left": 600}
+    cpu_per_page(result, {"fetch workers": 2.0, "cleaner": 1.2})
+    # 1.2 s for 300 pages cleaned is 4 ms a page; 900 pages to clean over 1,000 landed
+    assert result.cpu_ms_per_page == {"fetch workers": 2.0, "cleaner": 3.6}
+    assert result.figures["cpu_ms_per_page"] == 5.6
+    assert result.figures["cleaner_scaled"] == {"cleaned": 300, "left": 600}
+    caught_up = LoadTestResult(LoadTestConfig(sources=2))
+    caught_up.workers = result.workers
+    caught_up.figures = {"pages_cleaned": 900, "cleaning_left": 0}
+    cpu_per_page(caught_up, {"cleaner": 1.2})
+    assert caught_up.cpu_ms_per_page == {"cleaner": 1.2} and "cleaner_scaled" not in caught_up.figures

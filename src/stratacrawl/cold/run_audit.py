@@ -27,6 +27,12 @@ def uncleaned(conn: psycopg.Connection[Any]) -> int:
     return _one(conn, "SELECT count(*) FROM staging WHERE clean_state = 'new'")
 
 
+def cleaned(conn: psycopg.Connection[Any]) -> int:
+    """Pages the cleaner has been through (records written, format errors, unchanged)."""
+    return _one(conn, "SELECT count(*) FROM staging "
+                      "WHERE clean_state IN ('cleaned', 'format_error', 'unchanged')")
+
+
 def staged(conn: psycopg.Connection[Any], worker: str | None = None) -> int:
     """Pages staged (by ``worker``, if given)."""
     if worker is None:

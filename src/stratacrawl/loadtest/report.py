@@ -160,8 +160,13 @@ def _processes_section(result: LoadTestResult) -> list[str]:
               "(storage servers read from the OS when they run on this host):", "",
               "| component | CPU ms per page |", "|---|---|"]
     lines += [f"| {name} | {ms} |" for name, ms in result.cpu_ms_per_page.items()]
-    lines += [f"| **all** | **{f.get('cpu_ms_per_page', 0.0)}** |", "",
-              f"At this cost, {TARGET_PAGES_PER_S:,} pages/s needs about "
+    lines += [f"| **all** | **{f.get('cpu_ms_per_page', 0.0)}** |", ""]
+    if scaled := f.get("cleaner_scaled"):
+        done, left = scaled["cleaned"], scaled["left"]
+        lines += [f"The cleaner had cleaned {done:,} pages when the drain limit ran out, "
+                  f"{left:,} still waiting: its row is its CPU per page cleaned times all "
+                  f"{done + left:,}.", ""]
+    lines += [f"At this cost, {TARGET_PAGES_PER_S:,} pages/s needs about "
               f"{f.get('cores_for_target_rate')} cores of this machine's speed in all."]
     return lines
 

@@ -153,6 +153,7 @@ def summarize(result: LoadTestResult, conn: psycopg.Connection[Any],
         "pages_landed": total_landed, "staging_rows": audit.staged(conn),
         "records": audit.records(conn),
         "staging_backlog_at_end": drain["backlog_at_end"], "cleaning_left": drain["left"],
+        "pages_cleaned": audit.cleaned(conn),
         "cleaning_drain_s": drain["drain_s"],
         "max_uncleaned": max((s.uncleaned for s in result.samples), default=0),
         "rate_recovered_after_kill": _recovery(result.samples,
@@ -166,8 +167,18 @@ TARGET_PAGES_PER_S = 1500   # the rate the load test is measured against (3 node
 def cpu_per_page(result: LoadTestResult, cpu_s: dict[str, float]) -> None:
     """``result.cpu_ms_per_page`` from each component's CPU seconds over the run, and the
     cores ``TARGET_PAGES_PER_S`` needs at that cost (hardware sizing: the figure scales
-    with the rate, since every component's work is per page)."""
+    with the rate, since every component's work is per page).
+
+    A cleaner that had not caught up when the drain limit ran out did only part of the
+    run's work: its row is its CPU per page cleaned times every page it had to clean
+    (``figures["cleaner_scaled"]`` says from how many), so the total is what the run costs
+    with every page cleaned rather than what one niced cleaner got through."""
     pages = max(1, sum(int(w["landed"]) for w in result.workers.values()))
+    cleaned = int(result.figures.get("pages_cleaned") or 0)
+    left = int(result.figures.get("cleaning_left") or 0)
+    if "cleaner" in cpu_s and cleaned and left:
+        cpu_s = {**cpu_s, "cleaner": cpu_s["cleaner"] * (cleaned + left) / cleaned}
+        result.figures["cleaner_scaled"] = {"cleaned": cleaned, "left": left}
     result.cpu_ms_per_page = {k: round(v / pages * 1000, 3) for k, v in cpu_s.items()}
     total = sum(result.cpu_ms_per_page.values())
     result.figures["cpu_ms_per_page"] = round(total, 3)
