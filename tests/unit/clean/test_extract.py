@@ -144,6 +144,26 @@ def test_article_metadata_is_trafilaturas(name: str) -> None:
     assert rec.fields["text"].split() == full.text.split()
 
 
+def test_article_fields_the_source_selects_are_not_searched_by_trafilatura(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from stratacrawl.clean import extract
+    spec = next(s for s in build_specs(3, 4) if s.kind == "news")
+    truth = get_item(spec, 5).fields
+    page = Page(spec.base_url + "/article/5", "text/html", item_html(spec, 5, False))
+    searched = []
+    original = extract.extract_author
+    monkeypatch.setattr(extract, "extract_author",
+                        lambda tree: searched.append(1) or original(tree))
+    by_selector = extractor_for(source(kind="article", fields={
+        "author": {"css": "span.author"}}))
+    (rec,) = by_selector.extract(page)
+    assert rec.fields["author"] == truth["author"] and searched == []
+    # where the selector finds nothing, trafilatura's author stands
+    (rec,) = extractor_for(source(kind="article", fields={
+        "author": {"css": "span.no-such-class"}})).extract(page)
+    assert rec.fields["author"] == truth["author"] and searched == [1]
+
+
 def test_json_fields_by_path_and_redesign_misses_them() -> None:
     spec = next(s for s in build_specs(3, 4) if s.kind == "prices")
     src = source(kind="json", fields={"symbol": {"path": "symbol"},
