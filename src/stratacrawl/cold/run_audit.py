@@ -28,9 +28,10 @@ def uncleaned(conn: psycopg.Connection[Any]) -> int:
 
 
 def cleaned(conn: psycopg.Connection[Any]) -> int:
-    """Pages the cleaner has been through (records written, format errors, unchanged)."""
+    """Pages the cleaner has been through: records written or format errors (an
+    ``unchanged`` page is staged so and never claimed: no cleaning went into it)."""
     return _one(conn, "SELECT count(*) FROM staging "
-                      "WHERE clean_state IN ('cleaned', 'format_error', 'unchanged')")
+                      "WHERE clean_state IN ('cleaned', 'format_error')")
 
 
 def staged(conn: psycopg.Connection[Any], worker: str | None = None) -> int:
