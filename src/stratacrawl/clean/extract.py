@@ -32,6 +32,7 @@ from trafilatura.settings import Document, set_date_params
 from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
+from stratacrawl.clean import prunes
 from stratacrawl.clean.coerce import coerce
 from stratacrawl.errors import FormatError
 from stratacrawl.sources import ArticleExtract, FieldRule, JsonExtract, RulesExtract, Source
@@ -41,6 +42,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF8 = ("utf-8", "utf8")   # as w3lib names it from a declaration, and from detection
 _META_DATES = ("meta[property='article:published_time']", "meta[name='article:published_time']",
                "meta[itemprop='datePublished']", "meta[name='date']", "meta[name='pubdate']")
+prunes.install()   # trafilatura's whole-page prunes without regex callbacks (see there)
 
 
 @dataclass(frozen=True)
