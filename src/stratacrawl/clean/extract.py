@@ -18,18 +18,22 @@ from urllib.parse import urljoin, urlsplit
 
 import parsel
 import trafilatura
+import trafilatura.metadata
 from htmldate import find_date
 from lxml.html import HtmlElement
 from selectolax.lexbor import LexborHTMLParser
+from trafilatura.htmlprocessing import prune_unwanted_nodes
 from trafilatura.metadata import (
     examine_meta,
-    extract_author,
     extract_meta_json,
+    extract_metainfo,
     extract_title,
     extract_url,
+    normalize_authors,
 )
 from trafilatura.settings import Document, set_date_params
 from trafilatura.utils import load_html
+from trafilatura.xpaths import AUTHOR_XPATHS
 from w3lib.encoding import html_to_unicode
 
 from stratacrawl.clean import prunes
@@ -201,13 +205,9 @@ class ArticleExtractor(Extractor):
         tree = parse_html(page)
         extra = self.extra.apply(tree, html, page.url) if self.extra is not None else {}
         published = _published(tree)
-        meta = _article_metadata(lxml_tree, page.url, title="title" not in extra,
-                                 author="author" not in extra,
-                                 day=published is None and "published" not in extra)
-        # the metadata readers above leave the tree as it was; trafilatura copies it
-        doc = trafilatura.bare_extraction(lxml_tree, url=page.url, with_metadata=False,
-                                          include_comments=False, include_tables=False,
-                                          include_images=False, include_links=False)
+        meta, doc = _article(lxml_tree, page.url, title="title" not in extra,
+                             author="author" not in extra,
+                             day=published is None and "published" not in extra)
         if doc is None:
             return []
         body = getattr(doc, "text", None) or ""
@@ -225,14 +225,18 @@ class ArticleExtractor(Extractor):
         return [Extracted(fields, _canonical(tree, page.url))] if fields else []
 
 
-def _article_metadata(tree: HtmlElement, url: str, *, title: bool = True, author: bool = True,
-                      day: bool = True) -> Document:
-    """Title, author and the publication day (each only if asked for), as trafilatura's
-    ``extract_metadata`` finds them — its steps for these fields, in its order — without
-    what an article record does not keep: categories, tags, licence and site name (~25 %
-    of trafilatura's time on a news page). The day search (another ~15 %) and the author
-    heuristics (~15 %: a copy of the tree, pruned) are skipped when the page's markup or
-    the source's own selectors already gave the field."""
+def _article(tree: HtmlElement, url: str, *, title: bool = True, author: bool = True,
+             day: bool = True) -> tuple[Document, Any]:
+    """The page's title, author and publication day (each only if asked for) and
+    trafilatura's content extraction, from one parsed ``tree`` (changed: see below).
+
+    The metadata are found as trafilatura's ``extract_metadata`` finds them — its steps
+    for these fields — without what an article record does not keep: categories, tags,
+    licence and site name (~25 % of trafilatura's time on a news page). The day search
+    (another ~15 %) and the author heuristics are skipped when the page's markup or the
+    source's own selectors already gave the field. The other readers leave the tree as it
+    was (``bare_extraction`` works on a copy of it), so the author search, last, prunes
+    the tree itself rather than a copy of its own."""
     meta = examine_meta(tree)
     if meta.author and " " not in meta.author:   # a handle, not a name (as trafilatura)
         meta.author = None
@@ -240,13 +244,24 @@ def _article_metadata(tree: HtmlElement, url: str, *, title: bool = True, author
         meta = extract_meta_json(tree, meta)
     if title and not meta.title:
         meta.title = extract_title(tree)
-    if author and not meta.author:
-        meta.author = extract_author(tree)
     if day:
         meta.date = find_date(tree, **{**set_date_params(True),
                                        "url": meta.url or extract_url(tree, url)})
+    doc = trafilatura.bare_extraction(tree, url=url, with_metadata=False,
+                                      include_comments=False, include_tables=False,
+                                      include_images=False, include_links=False)
+    if author and not meta.author:
+        meta.author = _author(tree)
     meta.clean_and_trim()
-    return meta
+    return meta, doc
+
+
+def _author(tree: HtmlElement) -> str | None:
+    """trafilatura's ``extract_author`` on ``tree`` itself, which it prunes, where
+    trafilatura prunes a copy."""
+    pruned = prune_unwanted_nodes(tree, trafilatura.metadata.AUTHOR_DISCARD_XPATHS)
+    author = extract_metainfo(pruned, AUTHOR_XPATHS, len_limit=120)
+    return normalize_authors(None, author) if author else author
 
 
 def _published(tree: LexborHTMLParser) -> str | None:

@@ -151,8 +151,8 @@ def test_article_fields_the_source_selects_are_not_searched_by_trafilatura(
     truth = get_item(spec, 5).fields
     page = Page(spec.base_url + "/article/5", "text/html", item_html(spec, 5, False))
     searched = []
-    original = extract.extract_author
-    monkeypatch.setattr(extract, "extract_author",
+    original = extract._author
+    monkeypatch.setattr(extract, "_author",
                         lambda tree: searched.append(1) or original(tree))
     by_selector = extractor_for(source(kind="article", fields={
         "author": {"css": "span.author"}}))
