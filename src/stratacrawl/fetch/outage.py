@@ -5,6 +5,12 @@ tasks back (no attempt spent) and the worker stops claiming; it then probes the 
 failed, backing off from half a second to five, and resumes at the first answer — the
 clients reconnect to the same address by themselves. An outage longer than the limit
 stops the crawl with :class:`~stratacrawl.errors.TierOutage` (one line, exit 3).
+
+A PostgreSQL pool that had no connection free for its whole timeout (``PoolTimeout``:
+every connection lent out, as when hundreds of batches start at once) is not taken for an
+outage: the worker pauses claims the same way, but first asks the server on a connection
+of its own; when it answers, the pause ends at once and is logged as a full pool, not as
+PostgreSQL away.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+
+from psycopg_pool import PoolTimeout
 
 from stratacrawl.errors import TierOutage
 from stratacrawl.tier_errors import tier_of
@@ -24,17 +32,22 @@ MAX_PROBE_S = 5.0
 
 class Outage:
     """Whether the tiers answered lately; ``probes`` (per tier name) raise when the tier
-    is still away."""
+    is still away; ``server_probe`` raises when PostgreSQL does not answer on a
+    connection outside the pool."""
 
     def __init__(self, *, limit_s: float,
-                 probes: dict[str, Callable[[], Awaitable[object]]]) -> None:
+                 probes: dict[str, Callable[[], Awaitable[object]]],
+                 server_probe: Callable[[], Awaitable[object]] | None = None) -> None:
         self.limit_s = limit_s
         self.probes = probes
+        self.server_probe = server_probe
         self.tier: str | None = None      # the tier away now (None: all answer)
         self.reason = ""
         self.since = 0.0
         self.outages = 0                  # how many this process rode out
+        self.pool_full = 0                # pauses for a full pool, PostgreSQL answering
         self._wait = FIRST_PROBE_S
+        self._pool_full = False           # this pause began with a full pool
 
     @property
     def down(self) -> bool:
@@ -42,22 +55,33 @@ class Outage:
 
     def failed(self, exc: BaseException) -> None:
         """A call to a tier failed with one of ``TIER_DOWN``."""
-        self.away(tier_of(exc), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, PoolTimeout) and self.server_probe is not None:
+            if self.tier is None:   # a full pool, or PostgreSQL away: the probe tells
+                self.tier, self.since, self._wait = "PostgreSQL", time.monotonic(), FIRST_PROBE_S
+                self.reason, self._pool_full = reason, True
+            return
+        self.away(tier_of(exc), reason)
 
     def away(self, tier: str, reason: str) -> None:
         """``tier`` is not answering (``reason``); an outage under way goes on as it was."""
         if self.tier is None:
             self.tier, self.since, self._wait = tier, time.monotonic(), FIRST_PROBE_S
             self.reason = reason
-            self.outages += 1
-            log.warning("crawl: %s is not answering (%s); claims paused, waiting up to %.0f s",
-                        self.tier, self.reason, self.limit_s)
+            self._announce()
+
+    def _announce(self) -> None:
+        self.outages += 1
+        log.warning("crawl: %s is not answering (%s); claims paused, waiting up to %.0f s",
+                    self.tier, self.reason, self.limit_s)
 
     async def recovered(self) -> bool:
         """Probe the tier that failed: True (and the outage over) when it answers; else
         wait the next backoff step, and past the limit raise :class:`TierOutage`."""
         if self.tier is None:
             return True
+        if self._pool_full:
+            return await self._after_full_pool()
         probe = self.probes.get(self.tier)
         try:
             if probe is not None:
@@ -73,5 +97,22 @@ class Outage:
             return False
         log.warning("crawl: %s answers again after %.1f s; claiming resumes", self.tier,
                     time.monotonic() - self.since)
+        self.tier = None
+        return True
+
+    async def _after_full_pool(self) -> bool:
+        """The pause began with a full pool: over at once if the server answers on a
+        connection of its own, else an outage like any other from here."""
+        assert self.server_probe is not None   # set whenever a full pool starts a pause
+        self._pool_full = False
+        try:
+            await self.server_probe()
+        except Exception:
+            self._wait = FIRST_PROBE_S
+            self._announce()
+            return await self.recovered()
+        self.pool_full += 1
+        log.info("crawl: no PostgreSQL connection was free in the pool (%s); PostgreSQL "
+                 "answers, claims resume", self.reason)
         self.tier = None
         return True
