@@ -34,7 +34,7 @@ from redis.exceptions import RedisClusterException
 from stratacrawl.clean.parallel import CleanTarget
 from stratacrawl.cold import db
 from stratacrawl.cold.ledger import Ledger
-from stratacrawl.cold.pool import make_pool, ping, ping_server
+from stratacrawl.cold.pool import make_pool, ping
 from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
 from stratacrawl.fetch.fetcher import Fetcher
@@ -239,7 +239,7 @@ class Components:
             sessions=Sessions(redis=self.redis, pool=self.pool, worker=worker_id),
             outage=Outage(limit_s=s.tier_outage_s, probes={
                 "Redis": self.redis.ping, "PostgreSQL": lambda: ping(self.pool, wait_s=2)},
-                server_probe=lambda: ping_server(self.runtime.database_url, wait_s=2)),
+                server_probe=lambda: asyncio.to_thread(db.check, self.runtime.database_url, 2)),
             live=LiveMetrics(redis=self.redis) if s.monitoring else None,
             sources=sources, writer=writer, worker_id=worker_id, run_id=run_id,
             max_batches=s.fetch_max_batches, hop=ListHop(self.discovery, on_discovered),

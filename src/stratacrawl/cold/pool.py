@@ -62,10 +62,3 @@ async def ping(pool: AsyncConnectionPool, wait_s: float) -> None:
     async with pool.connection(timeout=wait_s) as conn:
         await conn.execute("SELECT 1")
 
-
-async def ping_server(url: str, wait_s: float) -> None:
-    """One round trip to PostgreSQL on a connection of its own, not the pool's: whether the
-    server answers even when every pooled connection is in use (raises when it does not)."""
-    async with await AsyncConnection.connect(libpq_url(url), autocommit=True,
-                                             connect_timeout=max(2, round(wait_s))) as conn:
-        await conn.execute("SELECT 1")

@@ -56,19 +56,20 @@ class Outage:
     def failed(self, exc: BaseException) -> None:
         """A call to a tier failed with one of ``TIER_DOWN``."""
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if isinstance(exc, PoolTimeout) and self.server_probe is not None:
-            if self.tier is None:   # a full pool, or PostgreSQL away: the probe tells
-                self.tier, self.since, self._wait = "PostgreSQL", time.monotonic(), FIRST_PROBE_S
-                self.reason, self._pool_full = reason, True
-            return
-        self.away(tier_of(exc), reason)
+        # a full pool, or PostgreSQL away: the server probe tells before anything is said
+        self._pause(tier_of(exc), reason,
+                    pool_full=isinstance(exc, PoolTimeout) and self.server_probe is not None)
 
     def away(self, tier: str, reason: str) -> None:
         """``tier`` is not answering (``reason``); an outage under way goes on as it was."""
+        self._pause(tier, reason, pool_full=False)
+
+    def _pause(self, tier: str, reason: str, *, pool_full: bool) -> None:
         if self.tier is None:
             self.tier, self.since, self._wait = tier, time.monotonic(), FIRST_PROBE_S
-            self.reason = reason
-            self._announce()
+            self.reason, self._pool_full = reason, pool_full
+            if not pool_full:
+                self._announce()
 
     def _announce(self) -> None:
         self.outages += 1
@@ -108,7 +109,6 @@ class Outage:
         try:
             await self.server_probe()
         except Exception:
-            self._wait = FIRST_PROBE_S
             self._announce()
             return await self.recovered()
         self.pool_full += 1

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 from psycopg_pool import PoolTimeout
 
-from stratacrawl.cold.pool import make_pool, ping, ping_server
+from stratacrawl.cold import db
+from stratacrawl.cold.pool import make_pool, ping
 from stratacrawl.fetch.outage import Outage
 from stratacrawl.services.embedded import free_port
 
@@ -28,7 +30,7 @@ async def test_a_full_pool_is_not_an_outage_and_a_silent_server_is(
                 await ping(pool, wait_s=0.1)
 
             answers = Outage(limit_s=5, probes={"PostgreSQL": probe},
-                             server_probe=lambda: ping_server(database_url, wait_s=2))
+                             server_probe=lambda: asyncio.to_thread(db.check, database_url, 2))
             answers.failed(full.value)
             assert answers.down
             assert await answers.recovered()   # at once: the server answers beside the pool
@@ -38,7 +40,7 @@ async def test_a_full_pool_is_not_an_outage_and_a_silent_server_is(
 
             silent = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
             away = Outage(limit_s=5, probes={"PostgreSQL": probe},
-                          server_probe=lambda: ping_server(silent, wait_s=2))
+                          server_probe=lambda: asyncio.to_thread(db.check, silent, 2))
             away.failed(full.value)
             assert not await away.recovered()  # the server does not answer: an outage
             assert (away.down, away.outages) == (True, 1)
