@@ -250,7 +250,7 @@ def _article(tree: HtmlElement, url: str, *, title: bool = True, author: bool = 
     doc = trafilatura.bare_extraction(tree, url=url, with_metadata=False,
                                       include_comments=False, include_tables=False,
                                       include_images=False, include_links=False)
-    if author and not meta.author:
+    if doc is not None and author and not meta.author:
         meta.author = _author(tree)
     meta.clean_and_trim()
     return meta, doc
