@@ -47,6 +47,15 @@ SAMPLE_LIMIT = 20_000    # fetched pages per source the miner keeps in memory
 READ_LIMIT = 5_000       # new fetched pages read per source and pass
 CACHE_S = 2.0            # how long a process keeps a source's active rules
 MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times its last pass
+# A pass re-derives the rules from the whole sample, so it costs O(sample): run whenever
+# pages came in, a source's passes took ~5 % of a core for as long as pages trickled in
+# (on slow sites, a cost per second rather than per page). Once a pass leaves no rule a
+# candidate (each active, revoked, or none found), the next waits until the sample grew by
+# ``GROWTH`` of what that pass saw, or ``STALE_S`` went by with new pages: the work of all
+# passes stays a small multiple of one pass over the final sample. While a rule is a
+# candidate, passes follow the pages, so it turns active as soon as its evidence is in.
+GROWTH = 0.25
+STALE_S = 30.0
 # Other processes' pages (the outbox) are read every OUTBOX_EVERY_S; this process's own
 # come in at once (``observe``). Read at every pass, the outbox was a query per source
 # every half second whatever came in — on sites that answer slowly, where pages trickle
@@ -62,6 +71,9 @@ class _Sample:
     declared: dict[str, str] = field(default_factory=dict)  # URL → its rel=canonical URL
     cursor: int | None = None   # where the next read goes on (cold/url_rules.fetched_pages)
     fresh: int = 0              # pages added since the rules were last derived
+    derived_from: int = 0       # the sample's size when they were
+    derived_at: float = -1e9    # and when (monotonic)
+    settled: bool = False       # that pass left no rule a candidate
     read_at: float = -1e9       # monotonic time of the last outbox read
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
@@ -212,14 +224,17 @@ class UrlRules:
             sample.read_at = now
             for url, content, _, declared in rows:
                 self._add(sample, url, content, declared)
-        if not sample.fresh:
+        if not sample.fresh or not (force or not sample.settled
+                                    or sample.fresh >= GROWTH * sample.derived_from
+                                    or now - sample.derived_at >= STALE_S):
             return False
-        sample.fresh = 0
+        sample.fresh, sample.derived_from, sample.derived_at = 0, len(sample.pages), now
         pairs, counts = await self._declared_pairs(sample)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
         evidence_rows = [(r.text(), state_of(s), s.support, s.counterexamples, s.example)
                          for r, s in stats.items()]
-        # Passes come every half second while a source is fetched; most find what the
+        sample.settled = all(row[1] != "candidate" for row in evidence_rows)
+        # Passes come every few seconds while a source is fetched; most find what the
         # last one found. Storing it again would be four statements a source a pass.
         evidence = (astuple(counts), evidence_rows)
         if evidence == sample.saved and time.monotonic() - sample.saved_at < REFRESH_S:

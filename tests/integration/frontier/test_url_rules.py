@@ -284,3 +284,62 @@ async def test_the_outbox_is_read_every_few_seconds_own_pages_at_once(
     monkeypatch.setattr(module, "OUTBOX_EVERY_S", 0.0)
     await rules.mine("a")
     assert len(reads) == 3                                   # due again: read
+
+
+async def test_a_pass_waits_until_the_sample_grew(comps: Components,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass costs O(sample): once no rule is a candidate, the next one waits for
+    ``GROWTH`` more pages than the last saw, or ``STALE_S`` with new ones — not one pass
+    per trickle of pages; while a rule is a candidate, every new page gets a pass."""
+    from stratacrawl.frontier import url_rules as module
+    monkeypatch.setattr(module, "MINING_SHARE", 1.0)      # no pacing between passes here
+    passes: list[int] = []
+    real_mine = module.mine
+
+    def counted(pages: dict[str, tuple[str, str]], **kwargs: object) -> object:
+        passes.append(len(pages))
+        return real_mine(pages, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "mine", counted)
+    rules = comps.url_rules
+
+    def fetched(first: int, n: int) -> None:
+        for i in range(first, first + n):
+            rules.observe("a", f"http://a.test/article/{i}", f"content-{i}", None, "run-1")
+
+    fetched(0, 40)
+    await rules.mine("a")
+    assert passes == [40]
+    fetched(40, 9)                 # 9 < 40 x GROWTH: not yet
+    await rules.mine("a")
+    assert passes == [40]
+    fetched(49, 1)                 # 10 = 40 x GROWTH
+    await rules.mine("a")
+    assert passes == [40, 50]
+    fetched(50, 1)
+    await rules.mine("a", force=True)     # forced (a crawl's last pass): at once
+    assert passes == [40, 50, 51]
+    fetched(51, 1)
+    monkeypatch.setattr(module, "STALE_S", 0.0)   # a while with new pages: a pass
+    await rules.mine("a")
+    assert passes == [40, 50, 51, 52]
+    await rules.mine("a")          # nothing new: none
+    assert passes == [40, 50, 51, 52]
+    monkeypatch.setattr(module, "STALE_S", 3600.0)
+    rules.observe("a", "http://a.test/article/0?ref=1", "content-0", None, "run-1")
+    fetched(52, 11)
+    await rules.mine("a")          # a new rule's first pair waits for the growth too
+    assert passes == [40, 50, 51, 52]
+    fetched(63, 1)
+    await rules.mine("a")          # 13 = 52 x GROWTH: a pass, and the rule a candidate
+    assert passes == [40, 50, 51, 52, 65]
+    rules.observe("a", "http://a.test/article/1?ref=1", "content-1", None, "run-1")
+    await rules.mine("a")          # while it is one, every page counts
+    assert passes == [40, 50, 51, 52, 65, 66]
+    assert "drop-param:ref@/article/" not in {r.text() for r in await rules.active("a")}
+    rules.observe("a", "http://a.test/article/2?ref=1", "content-2", None, "run-1")
+    await rules.mine("a")          # its third pair: active, and the source settled again
+    assert "drop-param:ref@/article/" in {r.text() for r in await rules.active("a")}
+    fetched(64, 1)
+    await rules.mine("a")
+    assert passes == [40, 50, 51, 52, 65, 66, 67]
