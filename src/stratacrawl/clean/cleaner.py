@@ -44,9 +44,11 @@ from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
-BATCH_S = 0.5     # a claim is sized to about this much extraction
+BATCH_S = 0.25    # a claim is sized to about this much extraction
 MIN_BATCH = 10
 YIELD_S = 0.005   # extraction hands the event loop over at least this often
+LANES = 3         # batches in flight: one extracting, one claiming, one landing
+POOL_SIZE = LANES + 1   # connections a cleaner needs: its lanes' and a partition's
 
 
 @dataclass
@@ -62,6 +64,18 @@ class _Claimed:
     trace_id: str | None
     cleaned_before: bool
     body_encoding: str
+
+
+class _Lanes:
+    """What a run's batches in flight share: one is extracted at a time (``turn``: the
+    process's CPU) and one more at most waits for its turn, claimed (``ahead``), so
+    extraction never waits for a claim's round trip; the others land. Claimed pages wait
+    in one batch at most: at the end of a backlog, a process does not sit on pages that
+    another, idle, could clean."""
+
+    def __init__(self) -> None:
+        self.turn = asyncio.Lock()
+        self.ahead = asyncio.Semaphore(1)
 
 
 class Cleaner:
@@ -80,6 +94,7 @@ class Cleaner:
                                                  digest_size=8).hexdigest()
                            for s in sources.sources}
         self._partitions: set[tuple[str, date]] = set()   # record partitions known to exist
+        self._partitioning = asyncio.Lock()
 
     # -- one page ---------------------------------------------------------------------------
     def extract(self, source: Source, page: Page) -> list[Extracted]:
@@ -96,39 +111,56 @@ class Cleaner:
 
     # -- batches ----------------------------------------------------------------------------
     async def clean_batch(self, source_ids: list[str] | None = None,
-                          extracted: asyncio.Event | None = None) -> CleanStats:
+                          lanes: _Lanes | None = None) -> CleanStats:
         """Claim, clean and land one batch; an empty result means nothing was left.
-        ``extracted`` is set once the records are extracted and only their landing
-        (PostgreSQL's work) is left."""
+        ``lanes``: what the run's batches side by side share (see :class:`_Lanes`)."""
         stats = CleanStats()
         ids = source_ids or self.sources.ids
-        async with self.pool.connection() as conn, conn.transaction():
-            claimed = [_Claimed(*row) for row in await claim_for_cleaning(conn, ids,
-                                                                           self._claim_size())]
-            if not claimed:
-                return stats
-            started = time.process_time()
-            records, outcomes = await self._clean(claimed, stats)
-            self._learn_pace((time.process_time() - started) / len(claimed))
-            new = {(r.source_id, r.day) for r in records} - self._partitions
-            if new:   # on connections of their own, outside this transaction
-                await ensure_partitions(self.pool, new)
-                self._partitions |= new
-            if extracted is not None:
-                extracted.set()
-            result: UpsertResult = await upsert(
-                conn, records, [c.id for c in claimed if c.cleaned_before])
-            await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
+        if lanes is not None:
+            await lanes.ahead.acquire()   # before the connection: a lane waiting holds none
+        ahead = lanes is not None
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                claimed = [_Claimed(*row) for row in await claim_for_cleaning(
+                    conn, ids, self._claim_size())]
+                if not claimed:
+                    return stats
+                async with lanes.turn if lanes is not None else contextlib.nullcontext():
+                    if lanes is not None:
+                        lanes.ahead.release()   # the next batch may be claimed now
+                        ahead = False
+                    started = time.process_time()
+                    records, outcomes = await self._clean(claimed, stats)
+                    self._learn_pace((time.process_time() - started) / len(claimed))
+                await self._ensure_partitions({(r.source_id, r.day) for r in records})
+                result: UpsertResult = await upsert(
+                    conn, records, [c.id for c in claimed if c.cleaned_before])
+                await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
+        finally:
+            if ahead and lanes is not None:
+                lanes.ahead.release()
         stats.pages = len(claimed)
         stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,
                                                          result.replaced)
         return stats
 
+    async def _ensure_partitions(self, needed: set[tuple[str, date]]) -> None:
+        """The record partitions of a batch, created on a connection of their own, outside
+        the batch's transaction; one batch at a time, so the lanes holding connections
+        need one more from the pool at most (``LANES + 1``), never one each."""
+        if not needed - self._partitions:
+            return
+        async with self._partitioning:
+            new = needed - self._partitions   # (another lane may have made them meanwhile)
+            if new:
+                await ensure_partitions(self.pool, new)
+                self._partitions |= new
+
     def _claim_size(self) -> int:
         """Pages to claim: about ``BATCH_S`` of extraction at the pace measured so far
-        (at most ``batch_size``). Article pages take ~20 ms each, rule pages ~1 ms: a
+        (at most ``batch_size``). Article pages take ~5 ms each, rule pages under 1 ms: a
         fixed count would hold a slow source's pages in one process while another runs
-        dry at the end of a backlog, or pay a round trip per handful of fast pages."""
+        dry at the end of a backlog, or pay a landing per handful of fast pages."""
         if self._page_s is None:
             return min(self.batch_size, MIN_BATCH)
         return min(self.batch_size, max(MIN_BATCH, round(BATCH_S / max(self._page_s, 1e-6))))
@@ -227,42 +259,34 @@ class Cleaner:
         more instead of stopping (a cleaner running beside a crawl)."""
         total = CleanStats()
         t0 = time.monotonic()
-        # Two batches overlap: while one batch's records land (PostgreSQL's work, on a core
-        # of its own), the next is claimed and extracted here. Claims skip locked pages, so
-        # the two never share one; records are written in fingerprint order, so two
-        # landings never deadlock.
-        landing: asyncio.Future[CleanStats] | None = None
-        current: asyncio.Future[CleanStats] | None = None
-        try:
+        # ``LANES`` batches in flight: while one is extracted here, the next one's claim
+        # (its pages' bodies, a few MB) and the last one's landing run in PostgreSQL, on a
+        # core of its own (see :class:`_Lanes`). Claims skip locked pages, so no two
+        # batches share one; records are written in fingerprint order, so landings side
+        # by side never deadlock.
+        shared = _Lanes()
+
+        async def lane() -> None:
             while seconds is None or time.monotonic() - t0 < seconds:
-                extracted = asyncio.Event()
-                current = asyncio.ensure_future(self.clean_batch(source_ids, extracted))
-                ready = asyncio.ensure_future(extracted.wait())
-                await asyncio.wait({current, ready}, return_when=asyncio.FIRST_COMPLETED)
-                ready.cancel()
-                if landing is not None:
-                    total.merge(await landing)
-                    landing = None
-                if not current.done():
-                    landing, current = current, None
-                    continue
-                batch = current.result()
-                current = None
+                batch = await self.clean_batch(source_ids, shared)
                 if not batch.pages:
-                    if follow:
-                        await asyncio.sleep(1.0)
-                        continue
-                    break
+                    if not follow:
+                        return
+                    await asyncio.sleep(1.0)
+                    continue
                 total.merge(batch)
-            if landing is not None:
-                total.merge(await landing)
-                landing = None
-        finally:  # an error or a cancellation: the batch in flight rolls back (reclaimed later)
-            for task in (landing, current):
-                if task is not None and not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+
+        # (a pool smaller than ``POOL_SIZE``: fewer lanes, one connection left for partitions)
+        lanes = [asyncio.ensure_future(lane())
+                 for _ in range(max(1, min(LANES, self.pool.max_size - 1)))]
+        try:
+            done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()   # a lane's error is the run's
+        finally:  # an error or a cancellation: batches in flight roll back (reclaimed later)
+            for task in lanes:
+                task.cancel()
+            await asyncio.gather(*lanes, return_exceptions=True)
         total.seconds = time.monotonic() - t0
         return total
 

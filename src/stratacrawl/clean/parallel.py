@@ -97,7 +97,7 @@ def die_with_parent(parent: int) -> None:
 def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
     import uvloop
 
-    from stratacrawl.clean.cleaner import Cleaner
+    from stratacrawl.clean.cleaner import POOL_SIZE, Cleaner
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.hot.client import connect
     from stratacrawl.sources import load_sources
@@ -110,7 +110,7 @@ def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
         hot = (connect(target.redis_url, cluster=target.redis_cluster, max_connections=4,
                        pool_wait_s=30.0, connect_timeout_s=target.connect_timeout_s)
                if target.redis_url else contextlib.nullcontext(None))
-        async with make_pool(target.database_url, max_size=2, name="cleaner") as pool, \
+        async with make_pool(target.database_url, max_size=POOL_SIZE, name="cleaner") as pool, \
                 hot as redis:
             cleaner = Cleaner(pool=pool, redis=redis, sources=sources,
                               batch_size=job.batch_size)

@@ -93,17 +93,20 @@ async def test_records_equal_the_ground_truth(comps: Components, site) -> None:
 
 
 @pytest.mark.slow
-async def test_the_next_batch_is_extracted_while_one_lands(
+async def test_batches_are_claimed_and_landed_while_one_is_extracted(
         comps: Components, site, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cleaner claims and extracts batch N+1 while batch N's records are written; every
-    page is still cleaned once and the records are the ground truth."""
+    """A cleaner claims batch N+1 while batch N is extracted and batch N-1's records are
+    written; batches are extracted one at a time; every page is still cleaned once and
+    the records are the ground truth."""
     from stratacrawl.clean import cleaner as cleaner_module
 
     st, specs = site
     sources = sources_for(specs)
     await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
-    landing, overlapped = 0, 0
+    landing = extracting = most_extracting = 0
+    claims_while_landing = claims_while_extracting = 0
     real_upsert, real_claim = cleaner_module.upsert, cleaner_module.claim_for_cleaning
+    real_clean = Cleaner._clean
 
     async def slow_upsert(*args: Any, **kwargs: Any) -> Any:
         nonlocal landing
@@ -115,15 +118,30 @@ async def test_the_next_batch_is_extracted_while_one_lands(
             landing -= 1
 
     async def claim(*args: Any, **kwargs: Any) -> Any:
-        nonlocal overlapped
-        overlapped += landing > 0
+        nonlocal claims_while_landing, claims_while_extracting
+        claims_while_landing += landing > 0
+        claims_while_extracting += extracting > 0
         return await real_claim(*args, **kwargs)
+
+    async def slow_clean(self: Cleaner, *args: Any, **kwargs: Any) -> Any:
+        nonlocal extracting, most_extracting
+        extracting += 1
+        most_extracting = max(most_extracting, extracting)
+        try:
+            await asyncio.sleep(0.05)   # extraction: the busiest stage here
+            return await real_clean(self, *args, **kwargs)
+        finally:
+            extracting -= 1
 
     monkeypatch.setattr(cleaner_module, "upsert", slow_upsert)
     monkeypatch.setattr(cleaner_module, "claim_for_cleaning", claim)
+    monkeypatch.setattr(Cleaner, "_clean", slow_clean)
     stats = await Cleaner(pool=comps.pool, redis=comps.redis, sources=sources,
                           batch_size=7).run()
-    assert stats.pages > 100 and overlapped >= stats.pages // 7 - 2
+    batches = stats.pages // 7
+    assert stats.pages > 100 and most_extracting == 1
+    assert claims_while_landing >= batches - 2, (claims_while_landing, batches)
+    assert claims_while_extracting >= batches - 2, (claims_while_extracting, batches)
     records = await records_by_url(comps)
     assert all(len(v) == 1 for v in records.values())
     truth = st.sim.truth()
@@ -207,13 +225,13 @@ async def test_two_cleaner_processes_clean_every_page_once(comps: Components, si
 
 
 async def test_claims_are_sized_to_the_measured_pace(comps: Components, site) -> None:
-    """A claim holds about half a second of extraction: few slow (article) pages, many
+    """A claim holds about a quarter second of extraction: few slow (article) pages, many
     fast (rule) pages, never more than the batch size."""
     _, specs = site
     cleaner = Cleaner(pool=comps.pool, redis=comps.redis, sources=sources_for(specs),
                       batch_size=200)
     assert cleaner._claim_size() == 10                  # nothing measured yet
-    cleaner._learn_pace(0.02)                           # 20 ms a page
+    cleaner._learn_pace(0.01)                           # 10 ms a page
     assert cleaner._claim_size() == 25
     for _ in range(20):
         cleaner._learn_pace(0.0005)
