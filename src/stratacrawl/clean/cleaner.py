@@ -49,6 +49,7 @@ MIN_BATCH = 10
 YIELD_S = 0.005   # extraction hands the event loop over at least this often
 LANES = 3         # batches in flight: one extracting, one claiming, one landing
 POOL_SIZE = LANES + 1   # connections a cleaner needs: its lanes' and a partition's
+FOLLOW_POLL_S = 1.0     # ``follow`` with nothing staged: how often a cleaner looks again
 
 
 @dataclass
@@ -265,6 +266,8 @@ class Cleaner:
         # batches share one; records are written in fingerprint order, so landings side
         # by side never deadlock.
         shared = _Lanes()
+        # (a pool smaller than ``POOL_SIZE``: fewer lanes, one connection left for partitions)
+        n = max(1, min(LANES, self.pool.max_size - 1))
 
         async def lane() -> None:
             while seconds is None or time.monotonic() - t0 < seconds:
@@ -272,13 +275,11 @@ class Cleaner:
                 if not batch.pages:
                     if not follow:
                         return
-                    await asyncio.sleep(1.0)
-                    continue
+                    await asyncio.sleep(n * FOLLOW_POLL_S)   # the lanes, staggered: one
+                    continue                                 # look every FOLLOW_POLL_S
                 total.merge(batch)
 
-        # (a pool smaller than ``POOL_SIZE``: fewer lanes, one connection left for partitions)
-        lanes = [asyncio.ensure_future(lane())
-                 for _ in range(max(1, min(LANES, self.pool.max_size - 1)))]
+        lanes = [asyncio.ensure_future(lane()) for _ in range(n)]
         try:
             done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
