@@ -37,6 +37,11 @@ PROMOTE_EVERY_S = 0.05
 # Batches up to this size (a list page's links) ask hot beside the Bloom filter, in one
 # round trip; larger ones (bulk) ask it after, about the positives only.
 HOT_BESIDE_BLOOM_MAX = 1000
+# A handful of URLs that hot does not hold (a lone link, a submission) are asked of warm
+# and cold at once: the wait for warm, then cold's own round trip, was the whole tail of a
+# single check, and cold answers a few keys by index for next to nothing. Larger sets wait
+# ``hedge_s`` for warm first: sparing cold those lookups is what warm is for.
+ASK_BOTH_MAX = 8
 
 
 class Seen(StrEnum):
@@ -52,7 +57,7 @@ class Dedup:
     def __init__(self, *, bloom: BloomFilter, hot: HotURLState, pool: AsyncConnectionPool,
                  es: AsyncElasticsearch | None, layout: IndexLayout,
                  window: timedelta = timedelta(days=7), cache_ttl_s: float = 0.3,
-                 hedge_s: float = 0.001) -> None:
+                 hedge_s: float = 0.001, ask_both_max: int = ASK_BOTH_MAX) -> None:
         self.bloom = bloom
         self.hot = hot
         self.pool = pool
@@ -61,6 +66,7 @@ class Dedup:
         self.window = window
         self.cache_ttl_s = cache_ttl_s
         self.hedge_s = hedge_s
+        self.ask_both_max = ask_both_max
         self._cache: dict[str, tuple[float, Seen, float | None]] = {}
         self._next_sweep = 0.0
         self._touched: list[str] = []
@@ -139,7 +145,7 @@ class Dedup:
         What hot does not answer goes to warm; if warm has not answered within
         ``hedge_s``, cold (the truth) is asked too and whichever answers first decides —
         a slow warm node does not set the tail latency, and a fast one still keeps the
-        load off cold."""
+        load off cold. Up to ``ask_both_max`` such URLs go to both at once."""
         found: dict[str, Seen] = {}
         promote: dict[str, dict[str, str | int | float | None]] = {}
         touched, pending = [], []
@@ -155,7 +161,9 @@ class Dedup:
         cold_task: asyncio.Future[dict[str, float | None]] | None = None
         if pending:
             warm_task = asyncio.ensure_future(self._warm_safe(pending))
-            done, _ = await asyncio.wait({warm_task}, timeout=self.hedge_s)
+            done: set[asyncio.Future[dict[str, float]]] = set()
+            if len(pending) > self.ask_both_max:
+                done, _ = await asyncio.wait({warm_task}, timeout=self.hedge_s)
             if not done:
                 cold_task = asyncio.ensure_future(self._cold(pending))
                 self.stats["hedged"] += 1

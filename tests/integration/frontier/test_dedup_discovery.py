@@ -73,15 +73,33 @@ async def test_dedup_verdicts_through_every_tier(comps: Components) -> None:
     assert await d.check([fp(1)]) == [Seen.RECENT]
     assert d.stats["hot"] == before + 1
     # Warm: a url_dedup document in this week's index answers before cold. (Cold is asked
-    # too once warm has not answered within the hedge, 1 ms by default: on a loaded
-    # machine the warm API is often slower than that, and cold, which only knows the URL
-    # as queued, would win the race. The hedge is generous here so warm's answer decides.)
-    d.hedge_s = 5.0
+    # too once warm has not answered within the hedge, 1 ms by default — at once for a
+    # handful of URLs: on a loaded machine the warm API is often slower than that, and
+    # cold, which only knows the URL as queued, would win the race. The hedge is generous
+    # here, for one URL too, so warm's answer decides.)
+    d.hedge_s, d.ask_both_max = 5.0, 0
     index = comps.runtime.layout.index("url_dedup", datetime.now(UTC))
     await comps.es.index(index=index, id=fp(3), document={
         "url_hash": fp(3), "last_crawled": datetime.now(UTC).isoformat()})
     assert await d.check([fp(3)]) == [Seen.RECENT]
     assert d.stats["warm"] == 1
+
+
+async def test_a_handful_of_urls_hot_lacks_asks_warm_and_cold_at_once(
+        comps: Components) -> None:
+    """Up to ``ask_both_max`` URLs that hot does not hold go to warm and cold together
+    (one round trip after hot's, not two: a single check's tail); a larger set gives warm
+    ``hedge_s`` first, so cold is spared what warm answers in time."""
+    d = comps.dedup
+    d.cache_ttl_s, d.hedge_s = 0, 5.0   # warm answers within this hedge, always
+    links = [f"http://127.0.0.1:9/item/{i}" for i in range(100, 120)]
+    assert (await comps.discovery.discover(SOURCE, None, links)).queued == 20
+    assert await d.check([fp(100)]) == [Seen.QUEUED]      # cold knows it as queued
+    assert d.stats["hedged"] == 1                          # asked at once, no hedge wait
+    many = [fp(i) for i in range(101, 101 + d.ask_both_max + 1)]
+    assert await d.check(many) == [Seen.QUEUED] * len(many)
+    assert d.stats["hedged"] == 1                          # warm first (it answered)
+    assert d.stats["cold"] == 1 + len(many)
 
 
 async def test_dedup_degrades_to_cold_when_warm_is_down(comps: Components) -> None:
