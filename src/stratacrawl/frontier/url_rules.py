@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 from urllib.parse import urlsplit
@@ -50,10 +51,12 @@ MINING_SHARE = 0.05      # a source is mined again after 1/MINING_SHARE times it
 # A pass re-derives the rules from the whole sample, so it costs O(sample): run whenever
 # pages came in, a source's passes took ~5 % of a core for as long as pages trickled in
 # (on slow sites, a cost per second rather than per page). Once a pass leaves no rule a
-# candidate (each active, revoked, or none found), the next waits until the sample grew by
-# ``GROWTH`` of what that pass saw, or ``STALE_S`` went by with new pages: the work of all
-# passes stays a small multiple of one pass over the final sample. While a rule is a
-# candidate, passes follow the pages, so it turns active as soon as its evidence is in.
+# candidate (each active, revoked, or none found) and no page since brought evidence (its
+# content already in the sample under another URL, or a rel=canonical to another URL),
+# the next waits until the sample grew by ``GROWTH`` of what that pass saw, or ``STALE_S``
+# went by with new pages: the work of all passes stays a small multiple of one pass over
+# the final sample. Evidence, or a rule still a candidate, brings the passes back to the
+# pages' pace, so a rule turns active as soon as its pairs are in.
 GROWTH = 0.25
 STALE_S = 30.0
 # Other processes' pages (the outbox) are read every OUTBOX_EVERY_S; this process's own
@@ -73,7 +76,9 @@ class _Sample:
     fresh: int = 0              # pages added since the rules were last derived
     derived_from: int = 0       # the sample's size when they were
     derived_at: float = -1e9    # and when (monotonic)
-    settled: bool = False       # that pass left no rule a candidate
+    settled: bool = False       # that pass left no rule a candidate, and no evidence came
+    evidence: int = 0           # pages that brought evidence (a count: passes compare it)
+    contents: Counter[str] = field(default_factory=Counter)   # the pages' content fingerprints
     read_at: float = -1e9       # monotonic time of the last outbox read
     active: tuple[str, ...] = ()
     next_pass: float = 0.0   # monotonic time; passes cost O(sample), so they are spaced out
@@ -81,6 +86,13 @@ class _Sample:
     # writes nothing until ``REFRESH_S`` has passed (it only refreshes ``last_seen``).
     saved: tuple[object, ...] | None = None
     saved_at: float = 0.0
+
+
+def _uncount(counts: Counter[str], key: str) -> None:
+    if counts[key] <= 1:
+        del counts[key]
+    else:
+        counts[key] -= 1
 
 
 class UrlRules:
@@ -203,16 +215,22 @@ class UrlRules:
         if canonical is None:
             return
         sample.fresh += 1
-        sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
-        sample.pages[canonical] = (content, urlsplit(canonical).path)
+        before = sample.pages.pop(canonical, None)   # newest last: eviction drops the oldest
+        if before is not None:
+            _uncount(sample.contents, before[0])
         target = self._canonical_of(declared) if declared else None
+        if sample.contents[content] or (target is not None and target != canonical):
+            sample.evidence += 1   # another URL with this content, or one it names
+            sample.settled = False
+        sample.contents[content] += 1
+        sample.pages[canonical] = (content, urlsplit(canonical).path)
         sample.declared.pop(canonical, None)
         if target is not None:
             sample.declared[canonical] = target
         if len(sample.pages) > SAMPLE_LIMIT:
             oldest = next(iter(sample.pages))
             sample.declared.pop(oldest, None)
-            del sample.pages[oldest]
+            _uncount(sample.contents, sample.pages.pop(oldest)[0])
 
     async def _mine(self, source_id: str, sample: _Sample, forbidden: Sequence[Rule],
                     force: bool = False) -> bool:
@@ -229,11 +247,13 @@ class UrlRules:
                                     or now - sample.derived_at >= STALE_S):
             return False
         sample.fresh, sample.derived_from, sample.derived_at = 0, len(sample.pages), now
+        evidence_before = sample.evidence
         pairs, counts = await self._declared_pairs(sample)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
         evidence_rows = [(r.text(), state_of(s), s.support, s.counterexamples, s.example)
                          for r, s in stats.items()]
-        sample.settled = all(row[1] != "candidate" for row in evidence_rows)
+        sample.settled = sample.evidence == evidence_before and all(
+            row[1] != "candidate" for row in evidence_rows)
         # Passes come every few seconds while a source is fetched; most find what the
         # last one found. Storing it again would be four statements a source a pass.
         evidence = (astuple(counts), evidence_rows)

@@ -290,7 +290,8 @@ async def test_a_pass_waits_until_the_sample_grew(comps: Components,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass costs O(sample): once no rule is a candidate, the next one waits for
     ``GROWTH`` more pages than the last saw, or ``STALE_S`` with new ones — not one pass
-    per trickle of pages; while a rule is a candidate, every new page gets a pass."""
+    per trickle of pages; a page that brings evidence (content another URL has, a
+    canonical link elsewhere), or a rule still a candidate, gets a pass at once."""
     from stratacrawl.frontier import url_rules as module
     monkeypatch.setattr(module, "MINING_SHARE", 1.0)      # no pacing between passes here
     passes: list[int] = []
@@ -327,19 +328,19 @@ async def test_a_pass_waits_until_the_sample_grew(comps: Components,
     assert passes == [40, 50, 51, 52]
     monkeypatch.setattr(module, "STALE_S", 3600.0)
     rules.observe("a", "http://a.test/article/0?ref=1", "content-0", None, "run-1")
-    fetched(52, 11)
-    await rules.mine("a")          # a new rule's first pair waits for the growth too
-    assert passes == [40, 50, 51, 52]
-    fetched(63, 1)
-    await rules.mine("a")          # 13 = 52 x GROWTH: a pass, and the rule a candidate
-    assert passes == [40, 50, 51, 52, 65]
+    await rules.mine("a")          # another URL's content: evidence, a pass at once
+    assert passes == [40, 50, 51, 52, 53]
     rules.observe("a", "http://a.test/article/1?ref=1", "content-1", None, "run-1")
-    await rules.mine("a")          # while it is one, every page counts
-    assert passes == [40, 50, 51, 52, 65, 66]
+    await rules.mine("a")          # the rule a candidate: every page counts
+    assert passes == [40, 50, 51, 52, 53, 54]
     assert "drop-param:ref@/article/" not in {r.text() for r in await rules.active("a")}
     rules.observe("a", "http://a.test/article/2?ref=1", "content-2", None, "run-1")
     await rules.mine("a")          # its third pair: active, and the source settled again
     assert "drop-param:ref@/article/" in {r.text() for r in await rules.active("a")}
-    fetched(64, 1)
+    fetched(60, 1)
     await rules.mine("a")
-    assert passes == [40, 50, 51, 52, 65, 66, 67]
+    assert passes == [40, 50, 51, 52, 53, 54, 55]
+    rules.observe("a", "http://a.test/article/9", "content-9", "http://a.test/article/8",
+                  "run-1")         # a page naming another URL canonical: evidence too
+    await rules.mine("a")
+    assert passes == [40, 50, 51, 52, 53, 54, 55, 56]
