@@ -14,7 +14,6 @@ the source's rules, so an unchanged page fetched again is not parsed again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -111,25 +110,22 @@ class Cleaner:
         return found
 
     # -- batches ----------------------------------------------------------------------------
-    async def clean_batch(self, source_ids: list[str] | None = None,
-                          lanes: _Lanes | None = None) -> CleanStats:
+    async def clean_batch(self, source_ids: list[str] | None, lanes: _Lanes) -> CleanStats:
         """Claim, clean and land one batch; an empty result means nothing was left.
         ``lanes``: what the run's batches side by side share (see :class:`_Lanes`)."""
         stats = CleanStats()
         ids = source_ids or self.sources.ids
-        if lanes is not None:
-            await lanes.ahead.acquire()   # before the connection: a lane waiting holds none
-        ahead = lanes is not None
+        await lanes.ahead.acquire()   # before the connection: a lane waiting holds none
+        ahead = True
         try:
             async with self.pool.connection() as conn, conn.transaction():
                 claimed = [_Claimed(*row) for row in await claim_for_cleaning(
                     conn, ids, self._claim_size())]
                 if not claimed:
                     return stats
-                async with lanes.turn if lanes is not None else contextlib.nullcontext():
-                    if lanes is not None:
-                        lanes.ahead.release()   # the next batch may be claimed now
-                        ahead = False
+                async with lanes.turn:
+                    lanes.ahead.release()   # the next batch may be claimed now
+                    ahead = False
                     started = time.process_time()
                     records, outcomes = await self._clean(claimed, stats)
                     self._learn_pace((time.process_time() - started) / len(claimed))
@@ -138,7 +134,7 @@ class Cleaner:
                     conn, records, [c.id for c in claimed if c.cleaned_before])
                 await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
         finally:
-            if ahead and lanes is not None:
+            if ahead:
                 lanes.ahead.release()
         stats.pages = len(claimed)
         stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,

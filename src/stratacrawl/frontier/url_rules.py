@@ -76,8 +76,9 @@ class _Sample:
     fresh: int = 0              # pages added since the rules were last derived
     derived_from: int = 0       # the sample's size when they were
     derived_at: float = -1e9    # and when (monotonic)
-    settled: bool = False       # that pass left no rule a candidate, and no evidence came
-    evidence: int = 0           # pages that brought evidence (a count: passes compare it)
+    candidates: bool = True     # that pass left a rule a candidate (or none ran yet)
+    evidence: int = 0           # pages that brought evidence, so far
+    derived_evidence: int = 0   # ... when the rules were last derived
     contents: Counter[str] = field(default_factory=Counter)   # the pages' content fingerprints
     read_at: float = -1e9       # monotonic time of the last outbox read
     active: tuple[str, ...] = ()
@@ -221,7 +222,6 @@ class UrlRules:
         target = self._canonical_of(declared) if declared else None
         if sample.contents[content] or (target is not None and target != canonical):
             sample.evidence += 1   # another URL with this content, or one it names
-            sample.settled = False
         sample.contents[content] += 1
         sample.pages[canonical] = (content, urlsplit(canonical).path)
         sample.declared.pop(canonical, None)
@@ -242,18 +242,18 @@ class UrlRules:
             sample.read_at = now
             for url, content, _, declared in rows:
                 self._add(sample, url, content, declared)
-        if not sample.fresh or not (force or not sample.settled
+        settled = not sample.candidates and sample.evidence == sample.derived_evidence
+        if not sample.fresh or not (force or not settled
                                     or sample.fresh >= GROWTH * sample.derived_from
                                     or now - sample.derived_at >= STALE_S):
             return False
         sample.fresh, sample.derived_from, sample.derived_at = 0, len(sample.pages), now
-        evidence_before = sample.evidence
+        sample.derived_evidence = sample.evidence
         pairs, counts = await self._declared_pairs(sample)
         stats = mine(sample.pages, declared=pairs, forbidden=forbidden)
         evidence_rows = [(r.text(), state_of(s), s.support, s.counterexamples, s.example)
                          for r, s in stats.items()]
-        sample.settled = sample.evidence == evidence_before and all(
-            row[1] != "candidate" for row in evidence_rows)
+        sample.candidates = any(row[1] == "candidate" for row in evidence_rows)
         # Passes come every few seconds while a source is fetched; most find what the
         # last one found. Storing it again would be four statements a source a pass.
         evidence = (astuple(counts), evidence_rows)
