@@ -262,7 +262,12 @@ class FetchWorker:
     async def _extra_lanes(self, source: Source, batch: Batch, wanted: int) -> list[str]:
         """Holders of up to ``wanted`` more slots of the source (one script call): as many
         as it has free now, within the worker's allowance of requests in flight."""
-        wanted = min(wanted, self._allowance - len(self.slots))  # the worker's in flight
+        # Within the worker's allowance of requests in flight, and what the source has
+        # left after the slots this process holds of it: a source this process fills
+        # alone has none free, and asking Redis would cost a script call for nothing
+        # (on slow sites, one a fetch).
+        held = sum(1 for sid in self.slots.values() if sid == source.id)
+        wanted = min(wanted, self._allowance - len(self.slots), source.concurrency - held)
         if wanted <= 0:
             return []
         holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"

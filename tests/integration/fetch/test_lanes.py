@@ -14,8 +14,9 @@ from aiohttp import web
 
 from stratacrawl.cold.staging import StagedFetch
 from stratacrawl.crawl import crawl
+from stratacrawl.fetch.politeness import SLOT_TTL_S, Politeness
 from stratacrawl.hot import keys as hot_keys
-from stratacrawl.sources import parse_sources
+from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,8 @@ class SlowSite:
 
 @pytest.fixture
 async def slow_site() -> AsyncIterator[SlowSite]:
-    """``/list``: links to ``ITEMS`` items; each ``/item/<n>`` answers after 0.2 s."""
+    """``/list``: links to ``ITEMS`` items; each ``/item/<n>`` answers after 0.1-0.3 s
+    (as its number says: lanes end at different times)."""
     site = SlowSite()
 
     async def listing(request: web.Request) -> web.Response:
@@ -45,7 +47,7 @@ async def slow_site() -> AsyncIterator[SlowSite]:
         site.in_flight += 1
         site.most = max(site.most, site.in_flight)
         try:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1 + int(request.match_info["n"]) % 3 * 0.1)
         finally:
             site.in_flight -= 1
         site.served.append(request.path)
@@ -67,14 +69,17 @@ async def slow_site() -> AsyncIterator[SlowSite]:
         await runner.cleanup()
 
 
-async def test_a_slow_source_has_every_slot_busy_and_never_more(
-        comps: Components, slow_site: SlowSite) -> None:
-    base = slow_site.base
-    sources = parse_sources({"sources": [{
+def _slow_source(base: str, batch_size: int) -> SourcesFile:
+    return parse_sources({"sources": [{
         "id": "slow", "seeds": [f"{base}/list"], "allow": [f"^{base}/"],
         "follow": [r"/list$"], "items": [r"/item/\d+$"], "rate": 1000.0,
-        "concurrency": CONCURRENCY, "batch_size": 100, "robots": "ignore",
+        "concurrency": CONCURRENCY, "batch_size": batch_size, "robots": "ignore",
         "allow_private_networks": True}]})
+
+
+async def test_a_slow_source_has_every_slot_busy_and_never_more(
+        comps: Components, slow_site: SlowSite) -> None:
+    sources = _slow_source(slow_site.base, batch_size=100)
     gc.collect()
     gc.disable()   # what the crawl leaves to the cyclic collector stays: none of its pages
     try:
@@ -89,3 +94,25 @@ async def test_a_slow_source_has_every_slot_busy_and_never_more(
     assert slow_site.most == CONCURRENCY
     # Every lane gave its slot back.
     assert await comps.redis.zcard(hot_keys.slots("slow")) == 0
+
+
+async def test_a_batch_asks_for_slots_only_when_the_source_may_have_one_free(
+        comps: Components, slow_site: SlowSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of one source side by side: a batch whose source this process fills alone
+    never asks Redis for more slots (on a slow site that was a script call a fetch)."""
+    asked: list[tuple[int, int]] = []   # (slots asked for, slots got)
+    renew = Politeness.renew_slots
+
+    async def counted(self: Politeness, source_id: str, holders: list[str], limit: int,
+                      ttl_s: float = SLOT_TTL_S) -> int:
+        got = await renew(self, source_id, holders, limit, ttl_s)
+        asked.append((len(holders), got))
+        return got
+
+    monkeypatch.setattr(Politeness, "renew_slots", counted)
+    sources = _slow_source(slow_site.base, batch_size=6)
+    await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.2)
+    assert sorted(slow_site.served) == sorted(f"/item/{i}" for i in range(ITEMS))
+    assert slow_site.most == CONCURRENCY
+    assert asked, "no slot was asked for"
+    assert [a for a in asked if a[1] == 0] == []
