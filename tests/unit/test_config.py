@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
 def test_settings_read_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATACRAWL_REDIS_URL", "redis://r:1/2")
     monkeypatch.setenv("STRATACRAWL_ES_SHARDS", "3")
+    monkeypatch.delenv("STRATACRAWL_DATABASE_URL", raising=False)   # the runner's own
     s = Settings()
     assert s.redis_url == "redis://r:1/2"
     assert s.es_shards == 3

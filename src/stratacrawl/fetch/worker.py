@@ -133,6 +133,9 @@ class FetchWorker:
         self._wake = asyncio.Event()
         # slot holder → its source: one per request in flight (renewed by the keeper)
         self.slots: dict[str, str] = {}
+        # slots being asked for (a script call in flight), by source: with ``slots``, what
+        # this process holds of a source or may hold in a moment
+        self._asking: Counter[str] = Counter()
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = live   # None: no live monitoring counters
 
@@ -179,11 +182,14 @@ class FetchWorker:
             await self._release_slot(source.id, holder)
 
     async def _release_slot(self, source_id: str, holder: str) -> None:
-        """A slot given back: at once in ``slots``, in Redis unless a tier is down (then
-        it expires after ``SLOT_TTL_S``)."""
-        self.slots.pop(holder, None)
-        with contextlib.suppress(*TIER_DOWN):
-            await self.politeness.release_slot(source_id, holder)
+        """A slot given back: in Redis unless a tier is down (then it expires after
+        ``SLOT_TTL_S``), then in ``slots`` — until Redis has it back, this process counts
+        it as its own and asks for no slot Redis cannot give yet."""
+        try:
+            with contextlib.suppress(*TIER_DOWN):
+                await self.politeness.release_slot(source_id, holder)
+        finally:
+            self.slots.pop(holder, None)
 
     async def _hand_over(self, source: Source, batch: Batch,
                          results: list[tuple[ClaimedTask, FetchResult]],
@@ -262,21 +268,28 @@ class FetchWorker:
     async def _extra_lanes(self, source: Source, batch: Batch, wanted: int) -> list[str]:
         """Holders of up to ``wanted`` more slots of the source (one script call): as many
         as it has free now, within the worker's allowance of requests in flight."""
-        # Within the worker's allowance of requests in flight, and what the source has
-        # left after the slots this process holds of it: a source this process fills
-        # alone has none free, and asking Redis would cost a script call for nothing
-        # (on slow sites, one a fetch).
-        held = sum(1 for sid in self.slots.values() if sid == source.id)
-        wanted = min(wanted, self._allowance - len(self.slots), source.concurrency - held)
+        wanted = min(wanted, self._allowance - len(self.slots), self._room(source))
         if wanted <= 0:
             return []
         holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"
                    for _ in range(wanted)]
-        taken = holders[:await self.politeness.renew_slots(source.id, holders,
-                                                           source.concurrency)]
+        self._asking[source.id] += wanted
+        try:
+            taken = holders[:await self.politeness.renew_slots(source.id, holders,
+                                                               source.concurrency)]
+        finally:
+            self._asking[source.id] -= wanted
         for h in taken:
             self.slots[h] = source.id
         return taken
+
+    def _room(self, source: Source) -> int:
+        """Slots of ``source`` that may be free: its concurrency less what this process
+        holds of it or is asking for. Where this process fills a source alone, none is
+        free, and asking Redis would cost a script call for nothing (on slow sites,
+        where batches of one source run side by side, one a fetch)."""
+        held = sum(1 for sid in self.slots.values() if sid == source.id)
+        return source.concurrency - held - self._asking[source.id]
 
     async def _fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
                          hot: HotURL | None, results: list[tuple[ClaimedTask, FetchResult]],
@@ -476,8 +489,14 @@ class FetchWorker:
         The slot is taken before the claim (a full source costs one round trip) and given
         back at once when there was nothing to claim."""
         holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
-        if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
+        if self._room(source) <= 0:
             return None
+        self._asking[source.id] += 1
+        try:
+            if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
+                return None
+        finally:
+            self._asking[source.id] -= 1
         self.slots[holder] = source.id
         try:
             batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
