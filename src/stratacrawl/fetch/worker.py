@@ -133,9 +133,10 @@ class FetchWorker:
         self._wake = asyncio.Event()
         # slot holder → its source: one per request in flight (renewed by the keeper)
         self.slots: dict[str, str] = {}
-        # slots being asked for (a script call in flight), by source: with ``slots``, what
+        # by source: the slots in ``slots`` (changed only with it, by ``_hold`` and
+        # ``_release_slot``) plus those being asked for (a script call in flight) — what
         # this process holds of a source or may hold in a moment
-        self._asking: Counter[str] = Counter()
+        self._mine: Counter[str] = Counter()
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = live   # None: no live monitoring counters
 
@@ -156,7 +157,7 @@ class FetchWorker:
         if holder is None:
             holder = f"{self.run_id}:{batch.batch_id}"
             await self.politeness.acquire_slot(source.id, holder, source.concurrency)
-        self.slots[holder] = source.id
+        self._hold(holder, source.id)
         stats = self.stats.setdefault(source.id, SourceStats())
         results: list[tuple[ClaimedTask, FetchResult]] = []
         staged: list[StagedFetch] = []
@@ -189,7 +190,14 @@ class FetchWorker:
             with contextlib.suppress(*TIER_DOWN):
                 await self.politeness.release_slot(source_id, holder)
         finally:
-            self.slots.pop(holder, None)
+            if self.slots.pop(holder, None) is not None:
+                self._mine[source_id] -= 1
+
+    def _hold(self, holder: str, source_id: str) -> None:
+        """A slot Redis gave ``holder``, in ``slots``."""
+        if holder not in self.slots:
+            self.slots[holder] = source_id
+            self._mine[source_id] += 1
 
     async def _hand_over(self, source: Source, batch: Batch,
                          results: list[tuple[ClaimedTask, FetchResult]],
@@ -273,14 +281,14 @@ class FetchWorker:
             return []
         holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"
                    for _ in range(wanted)]
-        self._asking[source.id] += wanted
+        self._mine[source.id] += wanted
         try:
             taken = holders[:await self.politeness.renew_slots(source.id, holders,
                                                                source.concurrency)]
         finally:
-            self._asking[source.id] -= wanted
+            self._mine[source.id] -= wanted
         for h in taken:
-            self.slots[h] = source.id
+            self._hold(h, source.id)
         return taken
 
     def _room(self, source: Source) -> int:
@@ -288,8 +296,7 @@ class FetchWorker:
         holds of it or is asking for. Where this process fills a source alone, none is
         free, and asking Redis would cost a script call for nothing (on slow sites,
         where batches of one source run side by side, one a fetch)."""
-        held = sum(1 for sid in self.slots.values() if sid == source.id)
-        return source.concurrency - held - self._asking[source.id]
+        return source.concurrency - self._mine[source.id]
 
     async def _fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
                          hot: HotURL | None, results: list[tuple[ClaimedTask, FetchResult]],
@@ -449,14 +456,12 @@ class FetchWorker:
             self._order = await self.scheduler.order(self.sources.ids)
             self._plan_until = now + PLAN_EVERY_S
         allowance = self._allowance
-        running = Counter(self.slots.values())   # requests in flight, by source
         wanted: list[Source] = []
         for source_id in self._order:
             if len(self.slots) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
-            if running[source_id] >= source.concurrency or self._skip_until.get(source_id,
-                                                                                 0) > now:
+            if self._room(source) <= 0 or self._skip_until.get(source_id, 0) > now:
                 continue
             wanted.append(source)
         gate = asyncio.Semaphore(CLAIMS_AT_ONCE)
@@ -491,13 +496,13 @@ class FetchWorker:
         holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
         if self._room(source) <= 0:
             return None
-        self._asking[source.id] += 1
+        self._mine[source.id] += 1
         try:
             if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
                 return None
         finally:
-            self._asking[source.id] -= 1
-        self.slots[holder] = source.id
+            self._mine[source.id] -= 1
+        self._hold(holder, source.id)
         try:
             batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
         except BaseException:
