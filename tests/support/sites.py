@@ -1,10 +1,16 @@
 """Simulated sites for tests: a small still site, its sources file, and what a crawl of
-it staged — shared by the integration and end-to-end suites."""
+it staged — shared by the integration and end-to-end suites; and a hand-made site (an
+aiohttp application) served on a free local port."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+from collections.abc import AsyncIterator
 from typing import Any
+
+from aiohttp import web
 
 from stratacrawl.cold.staging import decode_body
 from stratacrawl.crawl import CrawlReport, crawl
@@ -14,6 +20,20 @@ from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.wiring import Components
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """``app`` served on 127.0.0.1 at a free port; yields its base URL."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    await web.SockSite(runner, sock).start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        await runner.cleanup()
 
 
 def small_site(n: int, first_host: int, backlog: int = 40,

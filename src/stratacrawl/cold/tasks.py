@@ -85,3 +85,6 @@ class Batch:
     source_id: str
     batch_id: str
     tasks: list[ClaimedTask] = field(default_factory=list)
+    # The claim took every task of the source that was due: its window had no more, and
+    # the ledger none beyond the window (a claim right after would find nothing).
+    took_all_due: bool = False

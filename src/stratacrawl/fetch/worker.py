@@ -125,6 +125,12 @@ class FetchWorker:
         self.stats: dict[str, SourceStats] = {s: SourceStats() for s in sources.ids}
         self.latency = LatencyHistogram()  # every request of this worker
         self._skip_until: dict[str, float] = {}
+        # by source: how often its list pages queued new work here (a claim that found
+        # nothing new skips the source only if nothing was queued while it was under way)
+        self._queued: Counter[str] = Counter()
+        # by source: the running batch that took every task of it that was due (no claim
+        # of the source while it runs, unless its list pages queue new work)
+        self._took_all: dict[str, str] = {}
         self.active: dict[asyncio.Task[None], str] = {}  # running batch → its source
         self._plan_until = 0.0
         self._allowance = self.max_batches
@@ -180,6 +186,8 @@ class FetchWorker:
             else:
                 await self._hand_over(source, batch, results, staged, news, stats, "stopped")
         finally:
+            if self._took_all.get(source.id) == batch.batch_id:
+                del self._took_all[source.id]   # the source may have due work again
             await self._release_slot(source.id, holder)
 
     async def _release_slot(self, source_id: str, holder: str) -> None:
@@ -324,6 +332,8 @@ class FetchWorker:
                 news[task.id] = page.news
                 if page.queued or page.requeued:  # new work: claim it now, not in 1 s
                     self._skip_until.pop(source.id, None)
+                    self._took_all.pop(source.id, None)
+                    self._queued[source.id] += 1
                     self._wake.set()
         item = self._staged(task, result, source, content_hash, same,
                             discovered=page is not None)  # compressed from here
@@ -461,7 +471,8 @@ class FetchWorker:
             if len(self.slots) + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
-            if self._room(source) <= 0 or self._skip_until.get(source_id, 0) > now:
+            if self._room(source) <= 0 or self._skip_until.get(source_id, 0) > now \
+                    or source_id in self._took_all:
                 continue
             wanted.append(source)
         gate = asyncio.Semaphore(CLAIMS_AT_ONCE)
@@ -492,10 +503,18 @@ class FetchWorker:
     async def _claim(self, source: Source, now: float) -> tuple[Source, Batch, str] | None:
         """A batch of ``source`` and the slot it runs under, or None (source full or idle).
         The slot is taken before the claim (a full source costs one round trip) and given
-        back at once when there was nothing to claim."""
+        back at once when there was nothing to claim.
+
+        A claim that found nothing skips the source for a second; one that took every
+        task of the source that was due, for as long as its batch runs — either unless
+        the source's list pages queue new work meanwhile (then it is claimed at once).
+        Without that, on a chain of list pages (each the only task of its source due,
+        claimed when the page before it names it) every batch that ends would be
+        followed by a claim finding nothing: a slot, a pop, a ledger read, a release."""
         holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
         if self._room(source) <= 0:
             return None
+        queued = self._queued[source.id]
         self._mine[source.id] += 1
         try:
             if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
@@ -510,8 +529,11 @@ class FetchWorker:
             raise
         if not batch.tasks:
             await self._release_slot(source.id, holder)
-            self._skip_until[source.id] = now + 1.0
+            if self._queued[source.id] == queued:
+                self._skip_until[source.id] = now + 1.0
             return None
+        if batch.took_all_due and self._queued[source.id] == queued:
+            self._took_all[source.id] = batch.batch_id
         return source, batch, holder
 
     def _claim_size(self, source: Source) -> int:

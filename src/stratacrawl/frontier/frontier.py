@@ -122,6 +122,7 @@ class Frontier:
         refilled = False
         for _ in range(MAX_POPS):
             ids, left = await self.hot.pop(source_id, n, self.lease.total_seconds())
+            brought = 0
             if ids:  # leased first: a refill below must not read them as still ready
                 batch.tasks = await self.ledger.claim_ids(ids, owner, self.lease, batch.batch_id)
                 self._hold(owner, source_id, [t.id for t in batch.tasks])
@@ -133,11 +134,15 @@ class Frontier:
             drained = self._drained.get(source_id, 0.0) > time.monotonic()
             if left < self.hot.limit // 2 and not refilled and (not drained or not ids):
                 refilled = True
-                await self.refill(source_id, force=True, resume=True)
+                brought = await self.refill(source_id, force=True, resume=True)
                 if not ids:
                     continue  # the window was empty: pop again from what the refill brought
-            if not ids or batch.tasks:
-                break  # nothing due (even after a refill), or a batch
+            if not ids or batch.tasks:  # nothing due (even after a refill), or a batch
+                # fewer than asked: the window had no more due; nothing came in after this
+                # pop, and the ledger held nothing beyond the window when last looked at
+                batch.took_all_due = (len(ids) < n and not brought
+                                      and self._drained.get(source_id, 0.0) > time.monotonic())
+                break
         return batch
 
     async def complete(self, source_id: str, outcomes: Sequence[Outcome], owner: str,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,6 +17,7 @@ from stratacrawl.fetch.fetcher import (
 from stratacrawl.fetch.robots import RobotsCache
 from stratacrawl.sources import parse_sources
 from stratacrawl.wiring import Components
+from tests.support.sites import serving
 
 pytestmark = pytest.mark.integration
 
@@ -38,17 +38,11 @@ async def held_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
 
     app = web.Application()
     app.router.add_get("/big/{n}", big)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    site = web.SockSite(runner, sock)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", release
-    finally:
-        release.set()
-        await runner.cleanup()
+    async with serving(app) as base:
+        try:
+            yield base, release
+        finally:
+            release.set()
 
 
 async def test_large_bodies_are_read_a_few_at_a_time(

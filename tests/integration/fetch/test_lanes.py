@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from stratacrawl.fetch.politeness import SLOT_TTL_S, Politeness
 from stratacrawl.hot import keys as hot_keys
 from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.wiring import Components
+from tests.support.sites import serving
 
 pytestmark = pytest.mark.integration
 
@@ -57,16 +57,8 @@ async def slow_site() -> AsyncIterator[SlowSite]:
     app = web.Application()
     app.router.add_get("/list", listing)
     app.router.add_get("/item/{n}", item)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    await web.SockSite(runner, sock).start()
-    site.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    try:
+    async with serving(app) as site.base:
         yield site
-    finally:
-        await runner.cleanup()
 
 
 def _slow_source(base: str, batch_size: int) -> SourcesFile:

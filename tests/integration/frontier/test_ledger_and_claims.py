@@ -57,6 +57,21 @@ async def test_claims_go_by_priority_and_lease(comps: Components) -> None:
     assert await comps.hot_queue.in_flight("s1") == 10
 
 
+async def test_a_claim_says_when_it_took_every_task_due(comps: Components) -> None:
+    """A claim that took all of a source's due work says so (the worker then leaves the
+    source alone for a moment instead of claiming nothing right after)."""
+    await comps.frontier.add(tasks(30))
+    first = await comps.frontier.claim("s1", 10, "w1")
+    assert len(first.tasks) == 10 and not first.took_all_due   # 20 more are due
+    rest = await comps.frontier.claim("s1", 25, "w1")
+    assert len(rest.tasks) == 20 and rest.took_all_due
+    assert not (await comps.frontier.claim("s1", 25, "w1")).tasks
+    # more work than the window holds: a claim of all the window has is not all there is
+    await comps.frontier.add(tasks(comps.hot_queue.limit + 40, source="s2"))
+    whole = await comps.frontier.claim("s2", comps.hot_queue.limit + 40, "w1")
+    assert 0 < len(whole.tasks) < comps.hot_queue.limit + 40 and not whole.took_all_due
+
+
 async def test_completion_is_guarded_by_the_lease(comps: Components) -> None:
     await comps.frontier.add(tasks(5))
     batch = await comps.frontier.claim("s1", 5, "w1")
