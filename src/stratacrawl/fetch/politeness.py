@@ -10,6 +10,12 @@ the site lowers the source's *effective* rate for every worker — multiplied by
 each second, never above it (AIMD, as TCP backs off) — and a Retry-After holds the whole
 source: nobody sends to it until then. Both live in the source's throttle hash in Redis,
 read by the same script that hands out turns.
+On a fast source (intervals well under ``BANK_AHEAD_S``) a script call also reserves the
+turns of the next ``BANK_AHEAD_S`` for this process's next requests, so one call serves
+several: a request takes the first of them still ahead and sleeps until it, as it would
+sleep until a turn just reserved, so the pace holds; a turn whose time passed unused is
+lost (sending on it late would bunch it with the next) — at most ``BANK_AHEAD_S`` of the
+source's turns, which other processes wait past.
 Concurrency: a batch holds one of the source's ``concurrency`` slots while it runs. Slots
 expire after ``SLOT_TTL_S`` unless their process renews them (every ``SLOT_RENEW_S``):
 the slots of a process killed with SIGKILL are free again within seconds.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 
 from stratacrawl.hot.pacing import Pacing, SourceHeld
 
@@ -31,6 +38,8 @@ MIN_CUT_GAP_S = 1.0       # decreases at least this far apart (one burst, one de
 HOLD_WAIT_S = 10.0        # a Retry-After hold this short is waited out; longer: tasks wait
 SLOT_TTL_S = 15.0         # a slot not renewed for this long is free again
 SLOT_RENEW_S = 5.0        # how often a process renews the slots it holds
+BANK_AHEAD_S = 0.05       # a reservation also takes the turns this far ahead (fast sources)
+MAX_BANKED = 32           # at most this many turns ahead
 
 
 def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> float:
@@ -39,13 +48,15 @@ def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> 
     return max(interval, crawl_delay or 0.0)
 
 
+
 class _Asked:
     """The turns of one source that this process's requests asked for while a reservation
     of that source was on its way to Redis: reserved together by the next call."""
 
-    __slots__ = ("waiting",)
+    __slots__ = ("rate", "waiting")
 
-    def __init__(self) -> None:
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
         self.waiting: list[tuple[float, asyncio.Future[float]]] = []
 
 
@@ -55,6 +66,9 @@ class Politeness:
         self.rng = rng or random.Random()
         # per (source, floor): a reservation is in flight; the turns asked for meanwhile
         self._asked: dict[tuple[str, float], _Asked] = {}
+        # per (source, floor): the time.monotonic() of turns reserved ahead, not yet
+        # used, earliest first
+        self._banked: dict[tuple[str, float], deque[float]] = {}
         self._reserving: set[asyncio.Task[None]] = set()
 
     async def wait_turn(self, source_id: str, rate: float, crawl_delay: float | None = None,
@@ -71,7 +85,7 @@ class Politeness:
         interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
         for _ in range(MAX_LATE_TURNS):
-            wait = await self._reserve(source_id, interval, crawl_delay or 0.0)
+            wait = await self._reserve(source_id, rate, interval, crawl_delay or 0.0)
             if wait <= 0:
                 return waited
             due = time.monotonic() + wait
@@ -81,25 +95,57 @@ class Politeness:
                 break
         return waited
 
-    async def _reserve(self, source_id: str, interval: float, floor: float) -> float:
-        """One turn of the source, at most one reservation of it on its way at a time: a
-        request that finds one in flight waits for the next, which reserves the turns of
-        every request that asked meanwhile in one script call (back to back, each its own
-        interval, as one by one). A busy process — its lanes finish fetches faster than a
-        round trip — pays a round trip for several requests instead of one each; a quiet
-        one sends each turn at once, as before."""
+    async def _reserve(self, source_id: str, rate: float, interval: float,
+                       floor: float) -> float:
+        """One turn of the source (seconds until it): a turn reserved ahead if one is
+        still usable, else from Redis, at most one reservation of the source on its way
+        at a time: a request that finds one in flight waits for the next, which reserves
+        the turns of every request that asked meanwhile in one script call (back to back,
+        each its own interval, as one by one). A busy process — its lanes finish fetches
+        faster than a round trip — pays a round trip for several requests instead of one
+        each; a quiet one sends each turn at once, as before."""
         key = (source_id, floor)
+        banked = self._from_bank(key)
+        if banked is not None:
+            return banked - time.monotonic()
         asked = self._asked.get(key)
         if asked is not None:
             turn = asyncio.get_running_loop().create_future()
             asked.waiting.append((interval, turn))
             return await turn
-        self._asked[key] = asked = _Asked()
+        self._asked[key] = asked = _Asked(rate)
         try:
-            [wait] = await self.pacing.reserve(source_id, [interval], floor, HOLD_WAIT_S)
+            [wait] = await self._reserve_turns(key, rate, [interval])
         finally:
             self._next_reservation(key, asked)
         return wait
+
+    async def _reserve_turns(self, key: tuple[str, float], rate: float,
+                             intervals: list[float]) -> list[float]:
+        """The script call: these turns, and on a fast source the turns of the next
+        ``BANK_AHEAD_S`` banked for the requests to come; the waits of ``intervals``."""
+        ahead = min(MAX_BANKED, int(BANK_AHEAD_S * rate / 1.2))  # mean interval 1.2 / rate
+        extra = [interval_for(rate, None, self.rng) for _ in range(ahead)] \
+            if key[1] < BANK_AHEAD_S else []
+        waits = await self.pacing.reserve(key[0], intervals + extra, key[1], HOLD_WAIT_S)
+        if extra:
+            now = time.monotonic()
+            bank = self._banked.setdefault(key, deque())
+            bank.extend(now + w for w in waits[len(intervals):])
+        return waits[:len(intervals)]
+
+    def _from_bank(self, key: tuple[str, float]) -> float | None:
+        """The earliest turn reserved ahead that is still ahead (its time), or None."""
+        bank = self._banked.get(key)
+        if not bank:
+            return None
+        now = time.monotonic()
+        while bank and bank[0] < now:
+            bank.popleft()   # passed unused: lost
+        if not bank:
+            del self._banked[key]
+            return None
+        return bank.popleft()
 
     def _next_reservation(self, key: tuple[str, float], asked: _Asked) -> None:
         if not asked.waiting:
@@ -112,13 +158,17 @@ class Politeness:
     async def _reserve_asked(self, key: tuple[str, float], asked: _Asked) -> None:
         """Reserve the turns asked for while the previous reservation was in flight, and
         hand each request its own; then the next group, until nobody is waiting."""
-        source_id, floor = key
         try:
             while asked.waiting:
                 group, asked.waiting = asked.waiting, []
+                while group and (banked := self._from_bank(key)) is not None:
+                    _, turn = group.pop(0)   # served by a turn the last call reserved ahead
+                    if not turn.done():
+                        turn.set_result(banked - time.monotonic())
+                if not group:
+                    continue
                 try:
-                    waits = await self.pacing.reserve(source_id, [i for i, _ in group], floor,
-                                                      HOLD_WAIT_S)
+                    waits = await self._reserve_turns(key, asked.rate, [i for i, _ in group])
                 except SourceHeld as e:
                     for _, turn in group:
                         if not turn.done():
@@ -146,6 +196,8 @@ class Politeness:
         burst: the requests in flight at the old pace answer 429 too) and, with a
         Retry-After, hold the whole source that long. Returns the factor now in force."""
         gap = max(MIN_CUT_GAP_S, concurrency / rate)
+        for key in [k for k in self._banked if k[0] == source_id]:
+            del self._banked[key]   # reserved at the old pace: not used
         return await self.pacing.throttle(source_id, retry_after_s, gap)
 
     async def effective_rates(self, rates: dict[str, float]) -> dict[str, tuple[float, float]]:

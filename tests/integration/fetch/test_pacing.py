@@ -1,5 +1,6 @@
 """A source's pace across the requests of one process: turns asked for while a reservation
-is in flight share the next script call, and still go one interval apart."""
+is in flight share the next script call, a fast source's turns are reserved a little
+ahead, and either way they still go one interval apart."""
 
 from __future__ import annotations
 
@@ -10,26 +11,32 @@ from collections.abc import Sequence
 
 import pytest
 
-from stratacrawl.fetch.politeness import SourceHeld
+from stratacrawl.fetch.politeness import BANK_AHEAD_S, SourceHeld
 from stratacrawl.hot import keys
 from stratacrawl.wiring import Components
 
 pytestmark = pytest.mark.integration
 
 
-async def test_turns_asked_at_once_share_a_reservation_and_keep_the_pace(
-        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
-    p = comps.politeness
-    calls: list[int] = []
-    reserve = p.pacing.reserve
+@pytest.fixture
+def calls(comps: Components, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The turns each pace script call asks for, one entry a call."""
+    asked: list[int] = []
+    reserve = comps.politeness.pacing.reserve
 
     async def counted(source_id: str, intervals: Sequence[float], floor: float,
                       hold_wait_s: float) -> list[float]:
-        calls.append(len(intervals))
+        asked.append(len(intervals))
         return await reserve(source_id, intervals, floor, hold_wait_s)
 
-    monkeypatch.setattr(p.pacing, "reserve", counted)
-    rate, sent = 50.0, []
+    monkeypatch.setattr(comps.politeness.pacing, "reserve", counted)
+    return asked
+
+
+async def test_turns_asked_at_once_share_a_reservation_and_keep_the_pace(
+        comps: Components, calls: list[int]) -> None:
+    p = comps.politeness
+    rate, sent = 20.0, []   # intervals longer than BANK_AHEAD_S: no turn reserved ahead
 
     async def request() -> None:
         await p.wait_turn("s1", rate)
@@ -45,6 +52,42 @@ async def test_turns_asked_at_once_share_a_reservation_and_keep_the_pace(
     assert min(gaps) >= 0.9 / rate, [round(g, 4) for g in gaps]
     assert sent[-1] - sent[0] >= 19 * 0.9 / rate
     assert not p._asked   # nothing left waiting
+
+
+async def test_a_fast_sources_turns_are_reserved_ahead_and_keep_the_pace(
+        comps: Components, calls: list[int]) -> None:
+    p = comps.politeness
+    rate, sent = 400.0, []   # 3 ms a turn on average: ~16 turns in BANK_AHEAD_S
+
+    async def requests(lane: int) -> None:
+        for _ in range(15):   # one request after the other, as a lane sends them
+            await p.wait_turn("fast", rate)
+            sent.append(time.monotonic())
+            await asyncio.sleep(0.004 + lane * 0.001)
+
+    await asyncio.gather(*(requests(lane) for lane in range(4)))
+    assert len(sent) == 60
+    assert len(calls) <= 20, calls    # one call a request without the turns ahead
+    sent.sort()
+    # never a burst: any 11 sends span at least 9 intervals of 1 / rate (each turn is at
+    # least 1 / rate after the one before; a sleep may end a timer tick, ~1 ms, late)
+    spans = [b - a for a, b in zip(sent, sent[10:], strict=False)]
+    assert min(spans) >= 9 / rate, [round(g, 4) for g in spans]
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert min(gaps) >= 1 / rate - 0.0015, [round(g, 4) for g in gaps]
+
+    # a turn reserved ahead is not used once its time passed: the request takes a new one
+    await p.wait_turn("late", rate)
+    assert p._banked[("late", 0.0)]
+    await asyncio.sleep(BANK_AHEAD_S + 0.01)
+    n = len(calls)
+    await p.wait_turn("late", rate)
+    assert len(calls) == n + 1
+
+    # a 429 drops the turns reserved at the old pace
+    assert p._banked.get(("late", 0.0))
+    await p.throttle("late", rate=rate, concurrency=4, retry_after_s=None)
+    assert ("late", 0.0) not in p._banked
 
 
 async def test_a_held_source_refuses_every_request_of_a_shared_reservation(
