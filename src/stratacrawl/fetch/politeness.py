@@ -215,5 +215,5 @@ class Politeness:
         hold one now."""
         return await self.pacing.renew_slots(source_id, holders, limit, ttl_s)
 
-    async def release_slot(self, source_id: str, holder: str) -> None:
-        await self.pacing.release_slot(source_id, holder)
+    async def release_slots(self, source_id: str, holders: list[str]) -> None:
+        await self.pacing.release_slots(source_id, holders)

@@ -61,6 +61,7 @@ CLAIMS_AT_ONCE = 32
 PLAN_EVERY_S = 0.5
 BATCH_S = 2.0   # a claim is sized to last about this long at its source's latency
 GROW_EVERY_S = 0.5   # how often a batch with tasks waiting looks for more free slots
+SPARE_S = 0.25       # a slot no lane uses is kept this long for the source's next claim
 LATENCY_WEIGHT = 0.2  # each answer's weight in its source's latency (moving average)
 
 
@@ -143,6 +144,10 @@ class FetchWorker:
         # ``_release_slot``) plus those being asked for (a script call in flight) — what
         # this process holds of a source or may hold in a moment
         self._mine: Counter[str] = Counter()
+        # by source: slots a lane or claim had no more use for, still held (and renewed)
+        # for ``SPARE_S`` — the next claim or lane of the source takes one instead of a
+        # script call, and nobody gives it back to Redis in between; (holder, since)
+        self._spare: dict[str, list[tuple[str, float]]] = {}
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = live   # None: no live monitoring counters
 
@@ -191,15 +196,51 @@ class FetchWorker:
             await self._release_slot(source.id, holder)
 
     async def _release_slot(self, source_id: str, holder: str) -> None:
-        """A slot given back: in Redis unless a tier is down (then it expires after
-        ``SLOT_TTL_S``), then in ``slots`` — until Redis has it back, this process counts
-        it as its own and asks for no slot Redis cannot give yet."""
+        """A slot this process has no more use for: kept spare for ``SPARE_S`` (the next
+        claim or lane of its source takes it) unless the worker is stopping."""
+        if self.stopping or holder not in self.slots:
+            await self._give_back(source_id, [holder])
+        else:
+            self._spare.setdefault(source_id, []).append((holder, time.monotonic()))
+
+    def _take_spare(self, source_id: str) -> str | None:
+        """A spare slot of the source (the latest), or None."""
+        spare = self._spare.get(source_id)
+        if not spare:
+            return None
+        holder, _ = spare.pop()
+        if not spare:
+            del self._spare[source_id]
+        return holder
+
+    async def _give_back_spares(self, older_than: float | None = None) -> None:
+        """Give back to Redis the spare slots kept since before ``older_than`` (all: None),
+        one call per source."""
+        due: dict[str, list[str]] = {}   # taken out first: claims take spares meanwhile
+        for source_id, spare in list(self._spare.items()):
+            old = [h for h, since in spare if older_than is None or since < older_than]
+            if not old:
+                continue
+            due[source_id] = old
+            kept = [(h, t) for h, t in spare if older_than is not None and t >= older_than]
+            if kept:
+                self._spare[source_id] = kept
+            else:
+                del self._spare[source_id]
+        for source_id, holders in due.items():
+            await self._give_back(source_id, holders)
+
+    async def _give_back(self, source_id: str, holders: list[str]) -> None:
+        """Slots given back: in Redis unless a tier is down (then they expire after
+        ``SLOT_TTL_S``), then in ``slots`` — until Redis has them back, this process counts
+        them as its own and asks for no slot Redis cannot give yet."""
         try:
             with contextlib.suppress(*TIER_DOWN):
-                await self.politeness.release_slot(source_id, holder)
+                await self.politeness.release_slots(source_id, holders)
         finally:
-            if self.slots.pop(holder, None) is not None:
-                self._mine[source_id] -= 1
+            for holder in holders:
+                if self.slots.pop(holder, None) is not None:
+                    self._mine[source_id] -= 1
 
     def _hold(self, holder: str, source_id: str) -> None:
         """A slot Redis gave ``holder``, in ``slots``."""
@@ -284,9 +325,13 @@ class FetchWorker:
     async def _extra_lanes(self, source: Source, batch: Batch, wanted: int) -> list[str]:
         """Holders of up to ``wanted`` more slots of the source (one script call): as many
         as it has free now, within the worker's allowance of requests in flight."""
-        wanted = min(wanted, self._allowance - len(self.slots), self._room(source))
+        wanted = min(wanted, self._allowance - self._in_flight(), self._room(source))
+        spares: list[str] = []
+        while len(spares) < wanted and (spare := self._take_spare(source.id)) is not None:
+            spares.append(spare)
+        wanted -= len(spares)
         if wanted <= 0:
-            return []
+            return spares
         holders = [f"{self.run_id}:{batch.batch_id}:{uuid.uuid4().hex[:8]}"
                    for _ in range(wanted)]
         self._mine[source.id] += wanted
@@ -297,14 +342,18 @@ class FetchWorker:
             self._mine[source.id] -= wanted
         for h in taken:
             self._hold(h, source.id)
-        return taken
+        return spares + taken
+
+    def _in_flight(self) -> int:
+        """Slots this process holds for requests (spare ones not counted)."""
+        return len(self.slots) - sum(len(s) for s in self._spare.values())
 
     def _room(self, source: Source) -> int:
         """Slots of ``source`` that may be free: its concurrency less what this process
         holds of it or is asking for. Where this process fills a source alone, none is
         free, and asking Redis would cost a script call for nothing (on slow sites,
         where batches of one source run side by side, one a fetch)."""
-        return source.concurrency - self._mine[source.id]
+        return source.concurrency - self._mine[source.id] + len(self._spare.get(source.id, ()))
 
     async def _fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
                          hot: HotURL | None, results: list[tuple[ClaimedTask, FetchResult]],
@@ -451,7 +500,7 @@ class FetchWorker:
         lat = [s.mean_latency_ms for s in self.stats.values() if s.fetched]
         await self.scheduler.beat(Heartbeat(
             worker=self.run_id, depth=len(self.active) + self.writer.pending // 100,
-            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=len(self.slots)))
+            latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=self._in_flight()))
 
     async def _start_batches(self) -> int:
         """Claim a batch for every source with room (best first, while the worker's requests
@@ -468,7 +517,7 @@ class FetchWorker:
         allowance = self._allowance
         wanted: list[Source] = []
         for source_id in self._order:
-            if len(self.slots) + len(wanted) >= allowance or self.writer.degraded:
+            if self._in_flight() + len(wanted) >= allowance or self.writer.degraded:
                 break
             source = self.sources.get(source_id)
             if self._room(source) <= 0 or self._skip_until.get(source_id, 0) > now \
@@ -511,21 +560,24 @@ class FetchWorker:
         Without that, on a chain of list pages (each the only task of its source due,
         claimed when the page before it names it) every batch that ends would be
         followed by a claim finding nothing: a slot, a pop, a ledger read, a release."""
-        holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
         if self._room(source) <= 0:
             return None
         queued = self._queued[source.id]
-        self._mine[source.id] += 1
-        try:
-            if not await self.politeness.acquire_slot(source.id, holder, source.concurrency):
-                return None
-        finally:
-            self._mine[source.id] -= 1
-        self._hold(holder, source.id)
+        holder = self._take_spare(source.id)
+        if holder is None:
+            holder = f"{self.run_id}:{uuid.uuid4().hex[:16]}"
+            self._mine[source.id] += 1
+            try:
+                if not await self.politeness.acquire_slot(source.id, holder,
+                                                          source.concurrency):
+                    return None
+            finally:
+                self._mine[source.id] -= 1
+            self._hold(holder, source.id)
         try:
             batch = await self.frontier.claim(source.id, self._claim_size(source), self.run_id)
-        except BaseException:
-            await self._release_slot(source.id, holder)
+        except BaseException:   # (a tier away: its slot is no use to the next claim)
+            await self._give_back(source.id, [holder])
             raise
         if not batch.tasks:
             await self._release_slot(source.id, holder)
@@ -584,6 +636,7 @@ class FetchWorker:
                     log.warning("fetch: cannot claim (%s); retrying", e)
                     started = 0
                     await asyncio.sleep(1.0)
+                await self._give_back_spares(older_than=time.monotonic() - SPARE_S)
                 if self.active:
                     if not self._finished:  # woken by the first batch to finish, or in 0.2 s
                         self._wake.clear()
@@ -596,6 +649,7 @@ class FetchWorker:
                     await asyncio.sleep(0.2)
         finally:
             await self._drain()
+            await self._give_back_spares()
             slots_done.set()
             await slot_keeper
             with contextlib.suppress(*TIER_DOWN):

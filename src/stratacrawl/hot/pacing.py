@@ -76,8 +76,9 @@ class Pacing:
         return int(await self._slot_renew(keys=[keys.slots(source_id)],
                                           args=[limit, ttl_s, *holders]))
 
-    async def release_slot(self, source_id: str, holder: str) -> None:
-        await self.redis.zrem(keys.slots(source_id), holder)
+    async def release_slots(self, source_id: str, holders: list[str]) -> None:
+        if holders:
+            await self.redis.zrem(keys.slots(source_id), *holders)
 
     async def effective_rates(self, rates: dict[str, float],
                               ) -> dict[str, tuple[float, float]]:

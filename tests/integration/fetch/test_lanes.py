@@ -108,3 +108,28 @@ async def test_a_batch_asks_for_slots_only_when_the_source_may_have_one_free(
     assert slow_site.most == CONCURRENCY
     assert asked, "no slot was asked for"
     assert [a for a in asked if a[1] == 0] == []
+
+
+async def test_a_slot_no_lane_uses_goes_to_the_sources_next_batch(
+        comps: Components, slow_site: SlowSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lane done with its batch keeps its slot a moment: the next batch of the source
+    takes it without a script call (and without the release before it); at the end
+    every slot is back in Redis."""
+    taken: list[int] = []
+    renew = Politeness.renew_slots
+
+    async def counted(self: Politeness, source_id: str, holders: list[str], limit: int,
+                      ttl_s: float = SLOT_TTL_S) -> int:
+        got = await renew(self, source_id, holders, limit, ttl_s)
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(Politeness, "renew_slots", counted)
+    sources = _slow_source(slow_site.base, batch_size=2)   # 12 batches of 2 items
+    await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.2)
+    assert sorted(slow_site.served) == sorted(f"/item/{i}" for i in range(ITEMS))
+    assert slow_site.most <= CONCURRENCY
+    # the 13 batches (the list page's and 12 of items) ran in 4 slots taken a few times
+    # over, not one slot a batch plus its lanes' (28 and more on the code before)
+    assert sum(taken) <= 2 * CONCURRENCY + 2, taken
+    assert await comps.redis.zcard(hot_keys.slots("slow")) == 0
