@@ -3,7 +3,8 @@
 A request in flight holds one of its source's cluster-wide concurrency slots: a batch
 starts with one slot and takes as many more as the source has free (up to one per task),
 each a lane that fetches the batch's next task until none is left, then gives its slot
-back at once — a batch waiting on its slowest request holds one slot, not all of them.
+up at once — a batch waiting on its slowest request holds one slot, not all of them (the
+process keeps it ``SPARE_S`` for the source's next claim or lane, then gives it back).
 Every request waits its turn on the source's shared pace. Claims are sized so a batch lasts
 about ``BATCH_S`` at the source's latency: on a site answering in 2 s a batch is a few
 tasks per lane (what is due next is looked at again soon: a list page found meanwhile is
