@@ -149,6 +149,7 @@ class FetchWorker:
         # for ``SPARE_S`` — the next claim or lane of the source takes one instead of a
         # script call, and nobody gives it back to Redis in between; (holder, since)
         self._spare: dict[str, list[tuple[str, float]]] = {}
+        self._spares = 0   # in ``_spare``, all sources
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
         self.live = live   # None: no live monitoring counters
 
@@ -203,6 +204,7 @@ class FetchWorker:
             await self._give_back(source_id, [holder])
         else:
             self._spare.setdefault(source_id, []).append((holder, time.monotonic()))
+            self._spares += 1
 
     def _take_spare(self, source_id: str) -> str | None:
         """A spare slot of the source (the latest), or None."""
@@ -210,6 +212,7 @@ class FetchWorker:
         if not spare:
             return None
         holder, _ = spare.pop()
+        self._spares -= 1
         if not spare:
             del self._spare[source_id]
         return holder
@@ -223,6 +226,7 @@ class FetchWorker:
             if not old:
                 continue
             due[source_id] = old
+            self._spares -= len(old)
             kept = [(h, t) for h, t in spare if older_than is not None and t >= older_than]
             if kept:
                 self._spare[source_id] = kept
@@ -347,7 +351,7 @@ class FetchWorker:
 
     def _in_flight(self) -> int:
         """Slots this process holds for requests (spare ones not counted)."""
-        return len(self.slots) - sum(len(s) for s in self._spare.values())
+        return len(self.slots) - self._spares
 
     def _room(self, source: Source) -> int:
         """Slots of ``source`` that may be free: its concurrency less what this process
@@ -552,8 +556,8 @@ class FetchWorker:
 
     async def _claim(self, source: Source, now: float) -> tuple[Source, Batch, str] | None:
         """A batch of ``source`` and the slot it runs under, or None (source full or idle).
-        The slot is taken before the claim (a full source costs one round trip) and given
-        back at once when there was nothing to claim.
+        The slot is taken before the claim (a full source costs one round trip; a spare
+        one, none) and kept spare again when there was nothing to claim.
 
         A claim that found nothing skips the source for a second; one that took every
         task of the source that was due, for as long as its batch runs — either unless
