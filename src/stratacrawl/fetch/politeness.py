@@ -48,7 +48,6 @@ def interval_for(rate: float, crawl_delay: float | None, rng: random.Random) -> 
     return max(interval, crawl_delay or 0.0)
 
 
-
 class _Asked:
     """The turns of one source that this process's requests asked for while a reservation
     of that source was on its way to Redis: reserved together by the next call."""
@@ -122,13 +121,14 @@ class Politeness:
 
     async def _reserve_turns(self, key: tuple[str, float], rate: float,
                              intervals: list[float]) -> list[float]:
-        """The script call: these turns, and on a fast source the turns of the next
-        ``BANK_AHEAD_S`` banked for the requests to come; the waits of ``intervals``."""
-        ahead = min(MAX_BANKED, int(BANK_AHEAD_S * rate / 1.2))  # mean interval 1.2 / rate
-        extra = [interval_for(rate, None, self.rng) for _ in range(ahead)] \
-            if key[1] < BANK_AHEAD_S else []
-        waits = await self.pacing.reserve(key[0], intervals + extra, key[1], HOLD_WAIT_S)
-        if extra:
+        """The script call: these turns, and on a fast source the turns that start within
+        ``BANK_AHEAD_S`` banked for the requests to come (Redis cuts them at that horizon:
+        a Crawl-delay floor or a throttled pace leaves fewer); the waits of ``intervals``."""
+        ahead = [interval_for(rate, None, self.rng)
+                 for _ in range(min(MAX_BANKED, int(BANK_AHEAD_S * rate)))]
+        waits = await self.pacing.reserve(key[0], intervals, key[1], HOLD_WAIT_S,
+                                          ahead, BANK_AHEAD_S)
+        if len(waits) > len(intervals):
             now = time.monotonic()
             bank = self._banked.setdefault(key, deque())
             bank.extend(now + w for w in waits[len(intervals):])

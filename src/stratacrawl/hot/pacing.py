@@ -43,16 +43,19 @@ class Pacing:
         self._throttle = script(redis, "throttle")
 
     async def reserve(self, source_id: str, intervals: Sequence[float], floor: float,
-                      hold_wait_s: float) -> list[float]:
+                      hold_wait_s: float, ahead: Sequence[float] = (),
+                      horizon_s: float = 0.0) -> list[float]:
         """Reserve the source's next turns, one per interval, back to back: each
         ``interval`` seconds at the configured rate (stretched by the throttle factor), at
-        least ``floor`` (Crawl-delay); returns the seconds until each turn. Raises
-        :class:`SourceHeld` when a Retry-After holds the source longer than
-        ``hold_wait_s`` (nothing is reserved then)."""
+        least ``floor`` (Crawl-delay); then, one per interval of ``ahead``, the turns
+        after them that start within ``horizon_s`` of now. Returns the seconds until each
+        turn reserved (all of ``intervals``' first). Raises :class:`SourceHeld` when a
+        Retry-After holds the source longer than ``hold_wait_s`` (nothing is reserved
+        then)."""
         answer = await self._pace(
             keys=[keys.pace(source_id), keys.throttle(source_id)],
-            args=[" ".join(f"{i:.6f}" for i in intervals), f"{floor:.6f}", RECOVERY_PER_S,
-                  hold_wait_s])
+            args=[" ".join(f"{i:.6f}" for i in (*intervals, *ahead)), f"{floor:.6f}",
+                  RECOVERY_PER_S, hold_wait_s, len(intervals), f"{horizon_s:.6f}"])
         answer = answer.decode() if isinstance(answer, bytes) else str(answer)
         if answer.startswith("held:"):
             raise SourceHeld(float(answer[5:]))

@@ -25,9 +25,10 @@ def calls(comps: Components, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     reserve = comps.politeness.pacing.reserve
 
     async def counted(source_id: str, intervals: Sequence[float], floor: float,
-                      hold_wait_s: float) -> list[float]:
+                      hold_wait_s: float, ahead: Sequence[float] = (),
+                      horizon_s: float = 0.0) -> list[float]:
         asked.append(len(intervals))
-        return await reserve(source_id, intervals, floor, hold_wait_s)
+        return await reserve(source_id, intervals, floor, hold_wait_s, ahead, horizon_s)
 
     monkeypatch.setattr(comps.politeness.pacing, "reserve", counted)
     return asked
@@ -88,6 +89,16 @@ async def test_a_fast_sources_turns_are_reserved_ahead_and_keep_the_pace(
     assert p._banked.get(("late", 0.0))
     await p.throttle("late", rate=rate, concurrency=4, retry_after_s=None)
     assert ("late", 0.0) not in p._banked
+
+    # turns ahead are cut at BANK_AHEAD_S from now at the pace in force: at half the
+    # rate (the throttle) or with a Crawl-delay floor, fewer of them, none further out
+    for delay in (None, 0.012):
+        await asyncio.sleep(BANK_AHEAD_S + 0.01)   # the turns reserved so far have passed
+        start = time.monotonic()
+        await p.wait_turn("late", rate, delay)
+        bank = p._banked[("late", delay or 0.0)]
+        assert 0 < len(bank) <= BANK_AHEAD_S / (delay or 2 / rate) + 1, list(bank)
+        assert max(bank) - start <= BANK_AHEAD_S + 0.01, [b - start for b in bank]
 
 
 async def test_a_held_source_refuses_every_request_of_a_shared_reservation(

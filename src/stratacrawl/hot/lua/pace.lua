@@ -5,10 +5,12 @@
 -- configured rate (s, jittered by the caller): a process reserves the turns its requests
 -- ask for at the same moment in one call, back to back;
 -- ARGV[2] a floor for each interval (robots Crawl-delay, 0 for none); ARGV[3] the factor's
--- recovery per second; ARGV[4] the longest hold this caller waits out (s).
--- Returns the seconds to wait before sending, one per turn asked for, space-separated (the
--- turns are reserved), or 'held:<s>' when the source is held (Retry-After) for longer than
--- ARGV[4] (nothing is reserved).
+-- recovery per second; ARGV[4] the longest hold this caller waits out (s);
+-- ARGV[5] how many of the turns are needed (the rest are turns ahead, reserved only while
+-- they start within ARGV[6] seconds of now: at the effective pace, floor and hold included).
+-- Returns the seconds to wait before sending, one per turn reserved, space-separated, or
+-- 'held:<s>' when the source is held (Retry-After) for longer than ARGV[4] (nothing is
+-- reserved).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local th = redis.call('HMGET', KEYS[2], 'factor', 'at', 'hold')
@@ -23,8 +25,13 @@ end
 local floor = tonumber(ARGV[2])
 local next_free = tonumber(redis.call('GET', KEYS[1]) or '0')
 local grant = math.max(now, next_free, hold)
+local needed = tonumber(ARGV[5])
+local horizon = tonumber(ARGV[6])
 local waits = {}
 for interval in string.gmatch(ARGV[1], '%S+') do
+  if #waits >= needed and grant - now > horizon then
+    break
+  end
   waits[#waits + 1] = string.format('%.6f', grant - now)
   grant = grant + math.max(tonumber(interval) / factor, floor)
 end
