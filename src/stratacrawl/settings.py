@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     tier_outage_s: float = Field(default=300.0, gt=0)
     drain_s: float = Field(default=10.0, ge=0)
     fetch_deadline_s: float = Field(default=60.0, gt=0)
-    # Monitoring: live counters and traces per batch (off only to measure its cost).
+    # Monitoring: live counters and traces of every request (off only to measure its cost).
     monitoring: bool = True
     alert_hold_s: float = Field(default=180.0, ge=0)
     metrics_port: int = Field(default=9464, ge=0, le=65535)       # `metrics serve`

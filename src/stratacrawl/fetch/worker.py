@@ -306,12 +306,9 @@ class FetchWorker:
             await self.sessions.save(source.id)
         except TIER_DOWN as e:  # cookies are saved again after the next batch
             self.outage.failed(e)
-        if self.live is not None:
-            try:  # monitoring must never stop a fetch
-                await self.live.record_batch(source.id, self.worker_id,
-                                             [(t.url_hash, r) for t, r in results])
-            except Exception as e:
-                log.warning("fetch: live metrics not recorded: %s", e)
+        if self.live is not None:   # sent by the worker loop (``_send_live``)
+            self.live.record_batch(source.id, self.worker_id,
+                                   [(t.url_hash, r) for t, r in results])
 
     async def _fetch_all(self, source: Source, batch: Batch, client: SourceClient,
                          holder: str, results: list[tuple[ClaimedTask, FetchResult]],
@@ -642,6 +639,8 @@ class FetchWorker:
                     started = 0
                     await asyncio.sleep(1.0)
                 await self._give_back_spares(older_than=time.monotonic() - SPARE_S)
+                if self.live is not None and self.live.flush_due:
+                    await self._send_live()
                 if self.active:
                     if not self._finished:  # woken by the first batch to finish, or in 0.2 s
                         self._wake.clear()
@@ -655,11 +654,21 @@ class FetchWorker:
         finally:
             await self._drain()
             await self._give_back_spares()
+            await self._send_live()
             slots_done.set()
             await slot_keeper
             with contextlib.suppress(*TIER_DOWN):
                 await self.scheduler.leave(self.run_id)
             await self.close()
+
+    async def _send_live(self) -> None:
+        """The live counters buffered since the last send, in one pipeline."""
+        if self.live is None:
+            return
+        try:  # monitoring must never stop a fetch
+            await self.live.flush()
+        except Exception as e:
+            log.warning("fetch: live metrics not recorded: %s", e)
 
     def _collect(self) -> None:
         """Forget the batches that finished (a batch that raised is logged)."""

@@ -1,9 +1,16 @@
-"""Live fetch counters and request traces in the hot tier, written once per batch.
+"""Live fetch counters and request traces in the hot tier.
 
 Counters are per source and per minute, ``sc:m:{source}:<minute>`` (a hash: requests,
 ok, failed, retries, latency sum and a latency histogram), kept two hours: enough for
 5-minute rates against a one-hour baseline, and bounded. The trace is the last 100
 requests per source, ``sc:{source}:trace`` (a capped list of JSON lines).
+
+A fetch worker adds each batch's requests to its own buffer and sends the buffer every
+``FLUSH_S`` in one pipeline for all sources, not one pipeline a batch: on a site where a
+batch is one list page (the chain at the end of an archive) the per-batch pipeline was
+ten Redis commands a page. The live view lags the fetches by up to ``FLUSH_S``, and a
+killed process loses at most that much of its counters (they are monitoring, not data:
+the ledger and staging hold what was fetched).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class Request(Protocol):
     def trace_id(self) -> str: ...
 
 
+FLUSH_S = 1.0
 BUCKETS_MS = (50, 100, 250, 500, 1000, 2000, 3500, 5000, 10000, 30000)
 KEEP_S = 7200
 TRACE_LEN = 100
@@ -117,42 +125,63 @@ class Window:
 
 
 class LiveMetrics:
-    """Writes (per batch) and reads (per window) the live counters and traces."""
+    """Writes (buffered per process, sent by ``flush``) and reads (per window) the live
+    counters and traces."""
 
     def __init__(self, *, redis: HotRedis) -> None:
         self.redis = redis
+        self._counts: dict[tuple[str, int], dict[str, float]] = {}   # (source, minute)
+        self._lines: dict[str, list[dict[str, object]]] = {}           # source → oldest first
+        self._flushed = time.monotonic()
 
-    async def record_batch(self, source_id: str, worker: str,
-                           results: Sequence[tuple[str, Request]]) -> None:
-        """One pipeline for a whole batch: counters, histogram, trace lines."""
+    def record_batch(self, source_id: str, worker: str,
+                     results: Sequence[tuple[str, Request]]) -> None:
+        """Add a batch's requests to the buffer (sent by the next ``flush``)."""
         if not results:
             return
-        minute = int(time.time() // 60)
-        key = minute_key(source_id, minute)
-        counts: dict[str, float] = {}
-        lines = []
+        counts = self._counts.setdefault((source_id, int(time.time() // 60)), {})
+        lines = self._lines.setdefault(source_id, [])
         for url_hash, r in results:
+            ok = r.verdict.success
             counts["requests"] = counts.get("requests", 0) + 1
-            counts["ok" if r.verdict.success else "failed"] = counts.get(
-                "ok" if r.verdict.success else "failed", 0) + 1
+            counts["ok" if ok else "failed"] = counts.get("ok" if ok else "failed", 0) + 1
             counts["retries"] = counts.get("retries", 0) + (r.attempt - 1)
             counts["lat_ms"] = counts.get("lat_ms", 0.0) + r.elapsed_ms
             b = _bucket(r.elapsed_ms)
             counts[b] = counts.get(b, 0) + 1
-            lines.append(json.dumps({
+            lines.append({
                 "at": r.fetched_at.isoformat(), "url": r.url, "url_hash": url_hash,
                 "status": r.status, "ms": round(r.elapsed_ms, 1), "bytes": r.size,
-                "error": None if r.verdict.success else r.verdict.reason, "worker": worker,
-                "trace_id": r.trace_id}))
+                "error": None if ok else r.verdict.reason, "worker": worker,
+                "trace_id": r.trace_id})
+        if len(lines) > 2 * TRACE_LEN:   # only the last TRACE_LEN are sent
+            del lines[:-TRACE_LEN]
+
+    @property
+    def flush_due(self) -> bool:
+        return bool(self._counts) and time.monotonic() - self._flushed >= FLUSH_S
+
+    async def flush(self) -> None:
+        """Send the buffer in one pipeline. If Redis fails, those counters are dropped
+        (logged by the caller): a retry could count twice what a pipeline half applied."""
+        counts, lines = self._counts, self._lines
+        self._counts, self._lines = {}, {}
+        self._flushed = time.monotonic()
+        if not counts and not lines:
+            return
         async with self.redis.pipeline(transaction=False) as pipe:
-            for field_name, value in counts.items():
-                if field_name == "lat_ms":
-                    pipe.hincrbyfloat(key, field_name, value)
-                else:
-                    pipe.hincrby(key, field_name, int(value))
-            pipe.expire(key, KEEP_S)
-            pipe.lpush(trace_key(source_id), *lines)   # the batch's newest ends up first
-            pipe.ltrim(trace_key(source_id), 0, TRACE_LEN - 1)
+            for (source_id, minute), fields in counts.items():
+                key = minute_key(source_id, minute)
+                for field_name, value in fields.items():
+                    if field_name == "lat_ms":
+                        pipe.hincrbyfloat(key, field_name, value)
+                    else:
+                        pipe.hincrby(key, field_name, int(value))
+                pipe.expire(key, KEEP_S)
+            for source_id, kept in lines.items():
+                key = trace_key(source_id)
+                pipe.lpush(key, *(json.dumps(x) for x in kept[-TRACE_LEN:]))  # newest first
+                pipe.ltrim(key, 0, TRACE_LEN - 1)
             await pipe.execute()
 
     async def window(self, source_id: str, minutes: int, *, end_offset: int = 0,

@@ -18,7 +18,7 @@ from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
 from stratacrawl.fetch.classify import Kind, Verdict
 from stratacrawl.fetch.result import FetchResult
-from stratacrawl.hot.live import LiveMetrics
+from stratacrawl.hot.live import TRACE_LEN, LiveMetrics
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, collect
 from stratacrawl.monitor.inspection import inspect
@@ -158,9 +158,11 @@ async def test_normal_noise_raises_no_alert(comps: Components) -> None:
 async def test_ingest_is_judged_on_minutes_staging_has_caught_up_on(comps: Components) -> None:
     t = time.time()
     fetched_at = datetime.fromtimestamp(t, UTC)
-    await LiveMetrics(redis=comps.redis).record_batch(
+    live = LiveMetrics(redis=comps.redis)
+    live.record_batch(
         "s1", "w", [(f"h{i}", FetchResult(f"http://s1.example/{i}", Verdict(Kind.OK, "ok"),
                                           fetched_at, "t", status=200)) for i in range(40)])
+    await live.flush()
     # 40 pages fetched this minute, none staged yet: the minute is still filling
     now = (await collect(comps.redis, comps.pool, ["s1"], now=t))["s1"]
     assert now.window.requests == 40 and now.settled.requests == 0
@@ -181,6 +183,41 @@ async def test_ingest_is_judged_on_minutes_staging_has_caught_up_on(comps: Compo
     assert findings(staged, AlertThresholds(), later) == []
 
 
+async def test_live_counters_are_buffered_and_sent_in_one_go(comps: Components) -> None:
+    """Batches add to the process's buffer; a flush sends all sources' counters and the
+    last ``TRACE_LEN`` requests of each (newest first); a crawl sends what is left at stop."""
+    live = LiveMetrics(redis=comps.redis)
+    t = time.time()
+
+    def batch(sid: str, start: int, n: int) -> list[tuple[str, FetchResult]]:
+        return [(f"h{i}", FetchResult(f"http://{sid}.example/{i}", Verdict(Kind.OK, "ok"),
+                                      datetime.fromtimestamp(t + i / 1000, UTC), "t",
+                                      status=200, elapsed_ms=float(i % 300)))
+                for i in range(start, start + n)]
+
+    for start in range(0, 240, 60):
+        live.record_batch("s1", "w", batch("s1", start, 60))
+    live.record_batch("s2", "w", batch("s2", 0, 7))
+    assert live.flush_due is False   # just built: the first send is a FLUSH_S away
+    assert (await live.window("s1", 2)).requests == 0 and await live.trace("s1") == []
+    await live.flush()
+    assert (await live.window("s1", 2)).requests == 240
+    assert (await live.window("s2", 2)).requests == 7
+    trace = await live.trace("s1")
+    assert len(trace) == TRACE_LEN
+    assert [r["url"] for r in trace] == [f"http://s1.example/{i}" for i in range(239, 139, -1)]
+    await live.flush()   # nothing new: nothing sent twice
+    assert (await live.window("s1", 2)).requests == 240
+
+    specs = small_site(1, hosts(), backlog=20)
+    with SimulatorThread(specs):
+        report = await crawl(comps, sources_for(specs, rate=100.0), until_idle=True,
+                             seconds=60, flush_s=0.3)
+    assert report.fetched > 20
+    assert (await LiveMetrics(redis=comps.redis).window(specs[0].id, 3)).requests \
+        == report.fetched
+
+
 async def test_the_ops_page_agrees_with_itself(comps: Components) -> None:
     """A source at 0 % success whose alert still waits out its hold is "failing (alert
     pending)", not "ok" in green beside "success 0.0 %"; its last requests read newest
@@ -195,8 +232,10 @@ async def test_the_ops_page_agrees_with_itself(comps: Components) -> None:
                                       datetime.fromtimestamp(start + i, UTC), "t", status=500))
                 for i in range(n)]
 
-    await live.record_batch("s1", "w", results(t - 30, 15, Kind.TRANSIENT, "http-500"))
-    await live.record_batch("s1", "w", results(t - 60, 15, Kind.TRANSIENT, "http-500"))
+    live.record_batch("s1", "w", results(t - 30, 15, Kind.TRANSIENT, "http-500"))
+    await live.flush()
+    live.record_batch("s1", "w", results(t - 60, 15, Kind.TRANSIENT, "http-500"))
+    await live.flush()
     trace = await live.trace("s1")
     assert [r["at"] for r in trace] == sorted((r["at"] for r in trace), reverse=True)
     sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://s1.example/"]}]})
