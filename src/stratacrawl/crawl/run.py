@@ -29,6 +29,7 @@ from stratacrawl.crawl.steps import (
     spool_for,
 )
 from stratacrawl.fetch.leases import keep_leases
+from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import SourcesFile
@@ -40,6 +41,13 @@ log = logging.getLogger(__name__)
 EVICT_CHECK_EVERY_S = 60.0
 MINE_EVERY_S = 0.5  # how often a crawl learns URL rules (a source's passes pace themselves)
 IDLE_HORIZON = timedelta(seconds=60)  # work due this soon still keeps a crawl from idling
+# Staged list pages wait for the discovery loop only when the list hop could not take
+# them (a tier away) or another process staged them. This process's own are looked for
+# as soon as its writer lands one; other processes' (a killed crawl's, a spool drained
+# elsewhere) every OTHERS_EVERY_S — a poll is a transaction of three statements, and
+# polling every 0.3 s cost ~0.3 round trips a page on sites that answer in seconds.
+OTHERS_EVERY_S = 2.0
+POLL_S = 0.3
 
 
 class CrawlRun:
@@ -62,7 +70,8 @@ class CrawlRun:
         self.discovering = asyncio.Lock()
         now = time.monotonic()
         self._demote_every = comps.runtime.settings.demote_every_s
-        self._next = {"rates": 0.0, "mining": now + MINE_EVERY_S,
+        self._landed_awaiting = 0   # the writer's count of pages it landed undiscovered
+        self._next = {"rates": 0.0, "mining": now + MINE_EVERY_S, "others": 0.0,
                       "demotion": now + self._demote_every if self._demote_every else math.inf,
                       "eviction": now + EVICT_CHECK_EVERY_S}
 
@@ -86,16 +95,31 @@ class CrawlRun:
         if self._due("mining", MINE_EVERY_S):   # fetched pages → URL rules
             await mine_url_rules(self.comps, self.sources)
 
+    def _staging_to_read(self) -> bool:
+        """Whether staging may hold list pages waiting for discovery: this process's
+        writer landed some since the last look, or it is time to look for other
+        processes' (see ``OTHERS_EVERY_S``)."""
+        landed = self.writer.stats.awaiting_discovery
+        if landed != self._landed_awaiting:
+            self._landed_awaiting = landed
+            self._next["others"] = time.monotonic() + OTHERS_EVERY_S
+            return True
+        return self._due("others", OTHERS_EVERY_S)
+
     async def discover_loop(self, stop: asyncio.Event) -> None:
         spool = spool_for(self.comps)
         while not stop.is_set():
             await self.chores()
+            found = DiscoveryStats()
             try:
                 if not self.writer.degraded and spool.pending():
                     drained = await drain_spool(self.comps)
                     log.info("crawl: drained %d spooled rows", drained.rows)
-                async with self.discovering:
-                    found = await discover_staged(self.comps, self.sources, hops=self.report.hops)
+                    self._next["others"] = 0.0   # its list pages: at once
+                if self._staging_to_read():
+                    async with self.discovering:
+                        found = await discover_staged(self.comps, self.sources,
+                                                      hops=self.report.hops)
             except AWAY as e:  # a tier away (the writer spools): soon again
                 log.warning("crawl: discovery paused (%r)", e)
                 await asyncio.sleep(1.0)
@@ -103,8 +127,10 @@ class CrawlRun:
             self.report.discovery.merge(found)
             if self.progress:
                 self.progress(self.report)
-            if not found.links:
-                await asyncio.sleep(0.3)
+            if found.links:
+                self._next["others"] = 0.0   # more may wait behind them
+            else:
+                await asyncio.sleep(POLL_S)
 
     async def idle(self) -> bool:
         """Whether nothing is left for this crawl: all landed, discovered, and nothing due

@@ -12,7 +12,6 @@ within its TTL no longer counts.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 
@@ -95,8 +94,12 @@ async def effective_rates(redis: HotRedis, rates: dict[str, float],
     throttled or held; the others send at their configured rate. For reports
     (``crawl --json``, ``/metrics``, the ops page)."""
     ids = list(rates)
-    rows = await asyncio.gather(*(redis.hmget(keys.throttle(s), "factor", "at", "hold")
-                                  for s in ids))
+    # One pipeline (a crawl asks every second): a command a source, each its own round
+    # trip, was ~0.2 round trips a page on sites that answer in seconds.
+    async with redis.pipeline(transaction=False) as pipe:
+        for s in ids:
+            pipe.hmget(keys.throttle(s), "factor", "at", "hold")
+        rows = await pipe.execute()
     now = time.time()
     out: dict[str, tuple[float, float]] = {}
     for source_id, (factor, at, hold) in zip(ids, rows, strict=True):

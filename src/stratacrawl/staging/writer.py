@@ -57,6 +57,7 @@ def _awaits_discovery(item: StagedFetch) -> bool:
 @dataclass
 class WriterStats:
     landed: int = 0           # rows in staging
+    awaiting_discovery: int = 0   # of them, list pages the list hop did not discover
     lost_leases: int = 0      # fetched pages dropped: their lease had been reclaimed
     spooled: int = 0
     flushes: int = 0
@@ -209,6 +210,7 @@ class StagingWriter:
         try:
             inserted = await self._commit(items, idempotent=False)
             self.stats.landed += inserted
+            self.stats.awaiting_discovery += sum(1 for i in items if _awaits_discovery(i))
             lost = sum(1 for i in items if i.row is not None) - inserted
             if lost:
                 self.stats.lost_leases += lost

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -134,17 +135,34 @@ async def test_politeness_holds_and_429_waits_for_the_next_round(comps: Componen
     assert truth <= (await staged_items(comps)).get(sid, set())
 
 
-async def test_a_list_chain_is_walked_without_waiting_for_staging(comps: Components) -> None:
+async def test_a_list_chain_is_walked_without_waiting_for_staging(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
     """The list hop: with staging flushes held back (no row count or age triggers one
     during the crawl), a news site's chain of ten list pages is still walked to its end
     — each page's links are in the frontier right after its fetch — and everything lands
     at the end, each page once. Were links read back from staging, every list page would
-    cost a flush (the idle check's) before the next could be found."""
+    cost a flush (the idle check's) before the next could be found. With every list page
+    hopped, the discovery loop reads staging only for other processes' pages, every
+    ``OTHERS_EVERY_S`` (it polled every 0.3 s)."""
+    from stratacrawl.crawl import run as crawl_run
+
+    polls: list[float] = []
+    read_staging = crawl_run.discover_staged
+
+    async def counted(*args, **kwargs):   # the loop's reads (the idle check asks more)
+        if "limit" not in kwargs:
+            polls.append(time.monotonic())
+        return await read_staging(*args, **kwargs)
+
+    monkeypatch.setattr(crawl_run, "discover_staged", counted)
     specs = small_site(1, hosts(), backlog=200)   # news: 20 items a list page
     with SimulatorThread(specs) as st:
+        t0 = time.monotonic()
         report = await crawl(comps, sources_for(specs), until_idle=True, seconds=60,
                              flush_rows=1_000_000, flush_s=3600.0)
+        seconds = time.monotonic() - t0
         published = len(st.sim.truth()[specs[0].id])
+    assert len(polls) <= seconds / crawl_run.OTHERS_EVERY_S + 2, (len(polls), seconds)
     assert report.writer is not None and report.writer.landed == report.fetched
     assert report.hops.count >= 10                    # every list page hopped
     # a few flushes, by the idle checks (the crawl is briefly idle while it seeds, and at

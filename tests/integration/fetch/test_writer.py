@@ -166,6 +166,7 @@ async def test_a_list_page_discovery_waits_for_lands_without_waiting_for_a_full_
                 break
             await asyncio.sleep(0.05)
         assert writer.stats.landed == 3   # the waiting list page took the others with it
+        assert writer.stats.awaiting_discovery == 1   # what tells the discovery loop to look
 
 
 @pytest.mark.parametrize("taker", ["w2", "w1"])

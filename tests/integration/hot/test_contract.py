@@ -172,6 +172,20 @@ async def test_parse_cache_reads_keys_of_many_sources(hot_comps: Components) -> 
     assert await mget(r, [a, missing, b]) == [b"x", None, b"y"]
 
 
+async def test_throttles_of_many_sources_read_at_once(hot_comps: Components) -> None:
+    """The crawl's report reads every source's throttle in one pipeline: on a cluster the
+    sources' keys are on different nodes."""
+    p = hot_comps.politeness
+    ids = [f"t{i}" for i in range(12)]
+    for sid in ids[::3]:
+        await p.throttle(sid, rate=10.0, concurrency=2, retry_after_s=None)
+    rates = await p.effective_rates(dict.fromkeys(ids, 10.0))
+    assert set(rates) == set(ids[::3])
+    assert all(r == pytest.approx(5.0, abs=0.1) for r, _ in rates.values())
+    spread = keys_per_node(hot_comps, "sc:{t*}:throttle")
+    assert spread is None or sum(1 for n in spread if n) > 1, spread
+
+
 async def test_eviction_and_write_back_see_every_key(hot_comps: Components) -> None:
     c = hot_comps
     fps = fingerprints(3000)
