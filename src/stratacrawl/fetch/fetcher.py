@@ -25,6 +25,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.classify import Kind, Verdict, classify_exception, classify_status, parse_retry_after
+from stratacrawl.fetch.cookies import CookieHeaders
 from stratacrawl.fetch.decode import BoundedDecoder, TooLarge
 from stratacrawl.fetch.headers import browser_headers
 from stratacrawl.fetch.politeness import Politeness, SourceHeld
@@ -57,12 +58,13 @@ class SourceClient:
     Requests and responses are httpx's; they go straight to the aiohttp transport. httpx's
     client layer would add nothing we use (redirects and auth are ours) but costs a cookie
     round trip through ``http.cookiejar`` on every response, so cookies are sent and
-    taken here only when there are some.
+    taken here only when there are some (the Cookie header from ``CookieHeaders``).
     """
 
     def __init__(self, source: Source, cookies: httpx.Cookies | None = None) -> None:
         n = source.concurrency
-        self.cookies = cookies if cookies is not None else httpx.Cookies()
+        self._cookie_headers = CookieHeaders(cookies)
+        self.cookies = self._cookie_headers.cookies
         self.timeout = httpx.Timeout(connect=min(10.0, source.timeout_s), read=source.timeout_s,
                                      write=10.0, pool=source.timeout_s).as_dict()
 
@@ -77,8 +79,7 @@ class SourceClient:
     async def send(self, url: str, headers: dict[str, str]) -> httpx.Response:
         """GET ``url``; the body is left to stream (``aiter_raw``); close the response."""
         request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self.timeout})
-        if self.cookies:
-            self.cookies.set_cookie_header(request)
+        self._cookie_headers.add_to(request)
         response = await self.transport.handle_async_request(request)
         if "set-cookie" in response.headers:
             self.cookies.extract_cookies(response)
