@@ -122,6 +122,7 @@ class CrawlRun:
                                                       hops=self.report.hops)
             except AWAY as e:  # a tier away (the writer spools): soon again
                 log.warning("crawl: discovery paused (%r)", e)
+                self._next["others"] = 0.0   # staging is read again on the next pass
                 await asyncio.sleep(1.0)
                 continue
             self.report.discovery.merge(found)
