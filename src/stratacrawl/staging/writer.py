@@ -57,7 +57,7 @@ def _awaits_discovery(item: StagedFetch) -> bool:
 @dataclass
 class WriterStats:
     landed: int = 0           # rows in staging
-    awaiting_discovery: int = 0   # of them, list pages the list hop did not discover
+    awaiting_discovery: int = 0   # list pages the hop did not discover, in flushes that landed
     lost_leases: int = 0      # fetched pages dropped: their lease had been reclaimed
     spooled: int = 0
     flushes: int = 0
