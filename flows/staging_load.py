@@ -16,8 +16,9 @@ async def staging_load() -> dict[str, int]:
         spool = Spool.of_state(comps.settings.state_path)
         report = await step("drain the spool", lambda: drain(spool, comps.pool))
     summary = {"files": report.files, "rows": report.rows, "inserted": report.inserted,
-               "damaged": len(report.failed or [])}
+               "damaged": len(report.damaged)}
     await publish("stratacrawl-staging-load", "Staging load",
-                  [f"- {k}: {v}" for k, v in summary.items()] + [f"- damaged file: {f}" for f in
-                                                                 report.failed or []])
+                  [f"- {k}: {v}" for k, v in summary.items()]
+                  + [f"- damaged file {d.file}, set aside in {d.moved_to}: {d.reason}"
+                     for d in report.damaged])
     return summary

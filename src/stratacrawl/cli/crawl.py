@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 import uvloop
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from stratacrawl.cli.common import (
@@ -119,6 +120,9 @@ def crawl_cmd(
         dropped = ", ".join(f"{k} {v}" for k, v in report.discovery.dropped.most_common())
         console.print(f"discovered {report.discovery.queued} new URLs; dropped: "
                       f"{dropped or 'none'}")
+        for d in report.spool.damaged if report.spool else []:
+            console.print(f"[yellow]spool: {escape(d.file)} set aside in "
+                          f"{escape(d.moved_to)}[/]: {escape(d.reason)}")
     if signals.signum:   # stopped by a signal: its conventional code, after the report
         sys.exit(signals.exit_code)
 

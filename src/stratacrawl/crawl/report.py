@@ -4,7 +4,7 @@ demotion, latency, throttled sources — live while the crawl runs, as JSON at i
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stratacrawl.fetch.worker import SourceStats
@@ -53,6 +53,8 @@ class CrawlReport:
                 "reasons": dict(reasons), "retries": dict(retries),
                 "throttled": {k: {"rate": round(r, 3), "held_s": round(h, 1)}
                               for k, (r, h) in self.throttled.items()},
+                "spool_drained": self.spool.rows if self.spool else 0,
+                "spool_damaged": [asdict(d) for d in self.spool.damaged] if self.spool else [],
                 "latency": self.latency.to_json(), "list_hops": self.hops.to_json()}
 
     @property

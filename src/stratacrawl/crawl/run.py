@@ -115,6 +115,8 @@ class CrawlRun:
                 if not self.writer.degraded and spool.pending():
                     drained = await drain_spool(self.comps)
                     log.info("crawl: drained %d spooled rows", drained.rows)
+                    if self.report.spool is not None:
+                        self.report.spool.merge(drained)
                     self._next["others"] = 0.0   # its list pages: at once
                 if self._staging_to_read():
                     async with self.discovering:

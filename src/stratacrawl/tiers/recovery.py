@@ -26,7 +26,7 @@ from stratacrawl.fetch.sessions import restore_sessions
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.hot.bloom import BloomFilter
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.staging.loader import drain
+from stratacrawl.staging.loader import DamagedFile, DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
@@ -53,6 +53,7 @@ class StepResult:
 class RecoveryReport:
     steps: list[StepResult] = field(default_factory=list)
     resumed_after_s: float = 0.0     # ready queues rebuilt: fetching can resume
+    spool_damaged: list[DamagedFile] = field(default_factory=list)   # set aside, not loaded
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -154,8 +155,12 @@ class Recovery:
         await step("restore sessions", lambda: restore_sessions(self.redis, self.pool),
                    lambda n: f"{n} sources")
         spool = Spool.of_state(self.state_path)
-        await step("drain spool", lambda: drain(spool, self.pool),
-                   lambda r: f"{r.rows} rows from {r.files} files")
+
+        def drained(r: DrainReport) -> str:
+            report.spool_damaged = r.damaged
+            return r.summary()
+
+        await step("drain spool", lambda: drain(spool, self.pool), drained)
         await step("rebuild Bloom filter", self.rebuild_bloom,
                    lambda n: f"{n} URLs" if n else "already complete")
         await step("re-index warm where short of cold", self.reindex_warm, str)

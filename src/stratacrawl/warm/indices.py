@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch
+from elasticsearch import AsyncElasticsearch, BadRequestError
 
 FAMILIES = ("url_dedup", "url_meta")
 
@@ -117,7 +117,18 @@ async def ensure_week_indices(es: AsyncElasticsearch, layout: IndexLayout,
     for family in FAMILIES:
         for w in range(weeks_ahead + 1):
             name = layout.index(family, now + timedelta(weeks=w))
-            if not await es.indices.exists(index=name):
-                await es.indices.create(index=name)
+            if not await es.indices.exists(index=name) and await create_index(es, name):
                 created.append(name)
     return created
+
+
+async def create_index(es: AsyncElasticsearch, name: str) -> bool:
+    """Create ``name``; False when another process created it first (processes starting
+    at once race for the week's index, and "already exists" is the outcome wanted)."""
+    try:
+        await es.indices.create(index=name)
+    except BadRequestError as e:
+        if e.error != "resource_already_exists_exception":
+            raise
+        return False
+    return True
