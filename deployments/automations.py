@@ -107,12 +107,29 @@ def _alert_block_id(webhook_url: str | None) -> object | None:
     return None
 
 
+def _same(a: object, b: object) -> bool:
+    """Whether two triggers or action lists say the same (ids aside)."""
+    def dump(x: object) -> object:
+        if isinstance(x, list):
+            return [dump(i) for i in x]
+        return x.model_dump(mode="json", exclude={"id"})  # type: ignore[attr-defined]
+    return dump(a) == dump(b)
+
+
 def _put(wanted: Automation) -> str:
+    """Create ``wanted``, or update the automation of its name where it differs. One
+    already as wanted is left untouched: updating an automation resets the state of its
+    triggers on the server, so a proactive trigger counting a run's missed heartbeats
+    across a restart of the platform would start over and never fire for that run."""
     try:
         existing = Automation.read(name=wanted.name)
     except ValueError:  # not there yet
         wanted.create()
         return f"created {wanted.name!r}"
+    if (existing.enabled and existing.description == wanted.description
+            and _same(existing.trigger, wanted.trigger)
+            and _same(existing.actions, wanted.actions)):
+        return f"kept {wanted.name!r}"
     existing.trigger, existing.actions = wanted.trigger, wanted.actions
     existing.description, existing.enabled = wanted.description, True
     existing.update()

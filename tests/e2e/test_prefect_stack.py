@@ -4,8 +4,11 @@
 import http.server
 import json
 import os
+import signal
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,7 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         crash = next(a for a in automations if a["name"] == CRASH_UNRESPONSIVE)
         assert crash["enabled"] and crash["actions"][0]["state"] == "CRASHED"
         assert crash["trigger"]["within"] == 3 * HEARTBEAT_S
+        zombie = _a_run_that_stops_beating(api)
         active = {d["name"]: all(s["active"] for s in d["schedules"])
                   for d in deployments if d["schedules"]}
         assert not any(active[n] for n in ("discovery", "fetch", "cleaning", "monitor",
@@ -95,11 +99,39 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
         assert [a["type"] for a in found] == ["markdown"]
         assert found[0]["data"].startswith("# Load test: 3 workers")
         assert publish_artifact(report, f"http://127.0.0.1:{free_port()}/api") is None
+        _crashed_for_its_silence(api, zombie)
     finally:
         down = cli("down", env=env, timeout=120)
     assert down.returncode == 0
     time.sleep(1)
     assert processes_under(tmp_path) == []
+
+
+def _a_run_that_stops_beating(api: str) -> tuple[str, float]:
+    """A Running run with one heartbeat and then none (its host lost): (its id, when)."""
+    flow = httpx.post(f"{api}/flows/", json={"name": "zombie-probe"}, timeout=10).json()
+    run = httpx.post(f"{api}/flow_runs/", json={"flow_id": flow["id"], "state": {
+        "type": "RUNNING"}}, timeout=10).json()
+    assert run["state"]["type"] == "RUNNING"
+    beat = {"id": str(uuid.uuid4()), "event": "prefect.flow-run.heartbeat",
+            "occurred": datetime.now(UTC).isoformat(),
+            "resource": {"prefect.resource.id": f"prefect.flow-run.{run['id']}"}}
+    assert httpx.post(f"{api}/events", json=[beat], timeout=10).status_code == 204
+    return run["id"], time.monotonic()
+
+
+def _crashed_for_its_silence(api: str, zombie: tuple[str, float]) -> None:
+    """The "crash unresponsive flow runs" automation does what it says: the run is
+    Crashed once three heartbeat periods pass without one."""
+    run_id, since = zombie
+    state: dict = {}
+    while time.monotonic() - since < 3 * HEARTBEAT_S + 60:
+        state = httpx.get(f"{api}/flow_runs/{run_id}", timeout=10).json()["state"]
+        if state["type"] != "RUNNING":
+            break
+        time.sleep(2)
+    assert state["type"] == "CRASHED", state
+    assert f"No heartbeat for {3 * HEARTBEAT_S} s" in state["message"], state
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):
@@ -251,3 +283,104 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
     assert down.returncode == 0 and "site-simulator" in down.stdout
     time.sleep(1)
     assert processes_under(tmp_path) == []
+
+
+def _blocks(api: str) -> list[dict]:
+    return sorted(httpx.post(f"{api}/block_documents/filter", json={}, timeout=10).json(),
+                  key=lambda b: b["name"] or "")
+
+
+@pytest.mark.timeout(900)   # two stack starts, a run on each side of a restart
+def test_a_restart_mid_run_resumes_and_a_second_platform_is_refused(tmp_path: Path) -> None:
+    """`down` while a fetch run is Running, then `up`: the run is marked Crashed (its
+    concurrency slot freed), a fetch run completes within two minutes of the restart,
+    nothing of the earlier life stays Running and no fetch run is cancelled by the
+    deployment's limit. Meanwhile a platform of another state folder aimed at the same
+    server is refused, exit 2 in one line naming the owner, and changes nothing."""
+    port, ops = free_port(), free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("STRATACRAWL_", "PREFECT_"))}
+    env = {**base, "STRATACRAWL_STATE_DIR": str(tmp_path / "a")}
+    api = f"http://127.0.0.1:{port}/api"
+    args = ("up", "--port", str(port), "--demo", "--demo-sources", "1", "--ops-port", str(ops))
+    try:
+        up = cli(*args, env=env, timeout=300)
+        assert up.returncode == 0, up.stdout + up.stderr
+        deps = {d["name"]: d["id"] for d in httpx.post(f"{api}/deployments/filter", json={},
+                                                       timeout=10).json()}
+        before = _blocks(api)
+        # A second platform (another state folder) on the same port: refused, nothing changed
+        other = cli("up", "--port", str(port), env={**base, "STRATACRAWL_STATE_DIR": str(
+            tmp_path / "b")}, timeout=120)
+        assert other.returncode == 2, other.stdout + other.stderr
+        message = " ".join(other.stderr.split())
+        assert f"belongs to the platform of {(tmp_path / 'a').resolve()}" in message, message
+        assert "another --port, or --take-over" in message
+        assert _blocks(api) == before
+        assert not (tmp_path / "b" / "services.json").exists()
+        # `down` under a Running fetch run: the run drains and ends, or `down` marks it
+        # Crashed (and says so) — it is never left Running
+        run = _running_fetch(api, deps["fetch"])
+        down = cli("down", env=env, timeout=120)
+        assert down.returncode == 0, down.stdout + down.stderr
+        _up_and_a_fetch_completes(api, args, env, deps["fetch"], tmp_path)
+        assert _state(api, run) in FINAL, down.stdout
+        # kill -9 of the worker, the run's process (a session of its own) and the server
+        # under a Running fetch run, as a lost host would: `up` finds the run Running
+        # with its process gone and marks it Crashed first
+        run = _running_fetch(api, deps["fetch"])
+        registry = json.loads((tmp_path / "a" / "services.json").read_text())
+        pid = int(httpx.get(f"{api}/flow_runs/{run['id']}", timeout=10).json()[
+            "infrastructure_pid"])
+        for group in (registry["prefect-worker"]["pid"], pid, registry["prefect-server"]["pid"]):
+            os.killpg(group, signal.SIGKILL)
+        time.sleep(1)
+        up = _up_and_a_fetch_completes(api, args, env, deps["fetch"], tmp_path)
+        assert "earlier runs: marked Crashed" in up, up
+        assert _state(api, run) == "CRASHED"
+        runs = _runs(api, messages=True)
+        assert not [r for r in runs if "concurrency limit" in r[2]], runs
+        assert not [r for r in runs if r[1] in ("RUNNING", "PENDING") and r[0] != "fetch"
+                    and r[0] != "cleaning"], runs
+    finally:
+        cli("down", env=env, timeout=120)
+    time.sleep(1)
+    assert processes_under(tmp_path) == []
+
+
+FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+def _state(api: str, run: dict) -> str:
+    return str(httpx.get(f"{api}/flow_runs/{run['id']}", timeout=10).json()["state"]["type"])
+
+
+def _running_fetch(api: str, deployment_id: str) -> dict:
+    """A fetch run started now, once it is Running."""
+    run = _start_run(api, deployment_id)
+    deadline = time.monotonic() + 120
+    while _state(api, run) != "RUNNING":
+        assert time.monotonic() < deadline, "the fetch run never ran"
+        time.sleep(1)
+    return run
+
+
+def _up_and_a_fetch_completes(api: str, args: tuple[str, ...], env: dict[str, str],
+                              deployment_id: str, tmp_path: Path) -> str:
+    """`up` again; a fetch run of the new life completes within two minutes (none is
+    cancelled by the deployment's limit). Returns what `up` printed."""
+    up = cli(*args, env=env, timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    restarted = time.monotonic()
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    _start_run(api, deployment_id)   # beside the scheduled ones, as an operator would
+    completed = None
+    while completed is None and time.monotonic() - restarted < 120:
+        completed = next((r for r in httpx.post(f"{api}/flow_runs/filter", json={
+            "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}},
+                          "start_time": {"after_": since}},
+            "deployments": {"id": {"any_": [deployment_id]}}}, timeout=10).json()), None)
+        time.sleep(2)
+    assert completed is not None, (_runs(api, messages=True), (
+        tmp_path / "a" / "prefect" / "prefect-worker.log").read_text()[-3000:])
+    print(f"up -> a fetch run completed: {time.monotonic() - restarted:.0f} s")
+    return " ".join(up.stdout.split())

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from stratacrawl.cli.common import console, fail, settings
+from stratacrawl.cli.common import bad_input, console, fail, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.redact import redact
 from stratacrawl.services import Services
@@ -21,6 +21,7 @@ from stratacrawl.stack import (
     project_root,
     record_platform,
 )
+from stratacrawl.stack.lifecycle import NotOurServer
 
 
 def _sources_file(configured: Path, root: Path) -> Path:
@@ -40,14 +41,23 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
                                     "Data Docs under /docs/."),
        alert_webhook: str | None = typer.Option(
            None, envvar="STRATACRAWL_ALERT_WEBHOOK_URL",
-           help="POST every fired P0/P1 alert here as JSON (a Prefect automation).")) -> None:
+           help="POST every fired P0/P1 alert here as JSON (a Prefect automation)."),
+       take_over: bool = typer.Option(False, "--take-over", help="Use the Prefect server "
+                                      "on --port even though another platform (state "
+                                      "folder) owns it, and make it this platform's.")) -> None:
     """Start the tiers, a Prefect server (UI on 127.0.0.1), a worker; register blocks and
-    automations; deploy. With no sources file the schedules that need one are paused."""
+    automations; deploy. With no sources file the schedules that need one are paused.
+    Runs an earlier life left unfinished are marked Crashed first."""
     from stratacrawl.wiring import Runtime  # (here: `--help` does not load the engines)
 
     s = settings()
     stack = LocalStack(s.state_path, port)
     paused = ""
+    try:   # before anything starts or changes: is the server on the port ours to use?
+        stack.check_server(take_over=take_over)
+    except NotOurServer as e:
+        bad_input(f"{e}; use another --port, or --take-over to make it this platform's "
+                  f"({s.state_path.resolve()})")
     try:
         endpoints = Services(s, keep=True).start()
         asyncio.run(Runtime(s, endpoints).prepare())
@@ -67,6 +77,15 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         env["STRATACRAWL_DATA_DOCS_URL"] = f"{ops}/docs/"
         console.print("starting the Prefect server …")
         stack.start_server(env)
+        replaced = stack.claim()
+        if replaced:
+            console.print(f"[yellow]took over the Prefect server[/] of the platform of "
+                          f"{escape(str(replaced.get('state_dir')))}: stop its worker with "
+                          f"`STRATACRAWL_STATE_DIR={escape(str(replaced.get('state_dir')))} "
+                          "stratacrawl down`")
+        # before a worker takes runs: what an unclean stop left Running holds its slots
+        for line in stack.reconcile("the platform stopped without finishing it").lines():
+            console.print(f"earlier runs: {escape(line)}")
         stack.ensure_pool(env, root)
         console.print(escape(stack.run([sys.executable, "-m", "deployments.bootstrap"],
                                        env, root).strip()))
@@ -111,6 +130,9 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
 def down() -> None:
     """Stop the worker, the Prefect server and the embedded tiers."""
     s = settings()
-    stopped = LocalStack(s.state_path).stop() + services_down(s)
+    stopped, reconciled = LocalStack(s.state_path).stop()
+    stopped += services_down(s)
     forget_platform(s.state_path)
+    for line in reconciled.lines() if reconciled else []:
+        console.print(f"runs: {escape(line)}")
     console.print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))

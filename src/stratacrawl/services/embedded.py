@@ -115,6 +115,21 @@ def terminate(pid: int, timeout: float = 10.0,
     if group:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
+        _wait_group_gone(pid, timeout)
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> None:
+    """Until no process of group ``pgid`` is left (a child killed with its parent can
+    outlive it for a moment: whoever acts on its death must not see it alive)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:   # (a process of the group we may not signal)
+            pass
+        time.sleep(0.05)
 
 
 class Registry:

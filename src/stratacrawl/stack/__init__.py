@@ -6,12 +6,16 @@ imports Prefect.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,6 +23,7 @@ import httpx
 from stratacrawl.errors import ServiceStartError
 from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import Registry, Running, recorded_port, terminate
+from stratacrawl.stack.lifecycle import PlatformAPI, Reconciled
 
 WORK_POOL = "stratacrawl"
 SERVER = "prefect-server"
@@ -74,6 +79,12 @@ def prefect_env(state_dir: Path, endpoints: Endpoints | None, port: int = 4200) 
     # Flow runs heartbeat this often; three missed and the server's automation
     # (deployments/automations.py) marks the run Crashed. Prefect's default is 180 s.
     env.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+    # Deployment concurrency slots are leased; Prefect keeps the leases in the server's
+    # memory by default, so a restarted server forgot them while its database still
+    # counted the slots taken — and the limit cancelled every later run. On disk (under
+    # PREFECT_HOME) they survive a restart and expire when nobody renews them.
+    env.setdefault("PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE",
+                   "prefect.server.concurrency.lease_storage.filesystem")
     if endpoints is not None:
         env.update({
             "STRATACRAWL_REDIS_URL": endpoints.redis_url,
@@ -130,16 +141,42 @@ class LocalStack:
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         return proc.pid
 
+    @property
+    def worker_name(self) -> str:
+        """This platform's worker, named so the server's list of workers tells it apart
+        from other hosts' workers of the pool."""
+        folder = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:8]
+        return f"stratacrawl-{socket.gethostname()}-{folder}"
+
+    @contextlib.contextmanager
+    def api(self) -> Iterator[PlatformAPI]:
+        """The server's REST API; an HTTP failure on it is a :class:`ServiceStartError`."""
+        try:
+            with PlatformAPI(self.api_url) as api:
+                yield api
+        except httpx.HTTPError as e:
+            raise ServiceStartError("Prefect", self.api_url, f"{type(e).__name__}: {e}") from e
+
     def healthy(self, timeout: float = 2.0) -> bool:
         try:
             return httpx.get(f"{self.api_url}/health", timeout=timeout).status_code == 200
         except httpx.HTTPError:
             return False
 
+    def check_server(self, *, take_over: bool = False) -> None:
+        """Raise :class:`NotOurServer` when a Prefect server answers on the port that
+        another platform owns, or none (not started by ``up``), unless ``take_over``."""
+        if take_over or not self.healthy():
+            return
+        with self.api() as api:
+            api.check_owner(self.state_dir, ours=self.registry.alive(SERVER) is not None)
+
     def start_server(self, env: dict[str, str], wait_s: float = 90.0) -> Running:
+        """This platform's server (see :meth:`check_server` first), started unless one
+        answers on the port."""
         running = self.registry.alive(SERVER)
-        if running and self.healthy():
-            return running
+        if self.healthy():
+            return running or Running(SERVER, 0, self.api_url)
         pid = self._spawn(SERVER, _prefect("server", "start", "--host", "127.0.0.1",
                                            "--port", str(self.port)), env, self.state_dir)
         running = Running(SERVER, pid, self.api_url)
@@ -168,12 +205,24 @@ class LocalStack:
         if done.returncode != 0:
             self.run(_prefect("work-pool", "create", WORK_POOL, "--type", "process"), env, cwd)
 
+    def claim(self) -> dict[str, str] | None:
+        """Record this platform as its server's owner; the owner it replaced, if any."""
+        with self.api() as api:
+            return api.claim(self.state_dir)
+
+    def reconcile(self, why: str, *, missed: bool = True) -> Reconciled:
+        """Runs this platform's last life left unfinished → Crashed; with ``missed``,
+        scheduled runs it missed while stopped → Cancelled (see ``stack.lifecycle``)."""
+        with self.api() as api:
+            return api.reconcile(WORK_POOL, self.worker_name, why, missed=missed)
+
     def start_worker(self, env: dict[str, str], cwd: Path) -> Running:
         running = self.registry.alive(WORKER)
         if running:
             return running
         pid = self._spawn(WORKER, _prefect("worker", "start", "--pool", WORK_POOL,
-                                           "--type", "process"), env, cwd)
+                                           "--type", "process", "--name", self.worker_name),
+                          env, cwd)
         running = Running(WORKER, pid, self.api_url)
         self.registry.put(running)
         return running
@@ -238,15 +287,23 @@ class LocalStack:
         new ports, the platform fetched the old addresses and counted connect errors)."""
         return recorded_port(self.state_dir / "simulator-port", sources)
 
-    def stop(self) -> list[str]:
-        """Worker first (it may ignore the first SIGTERM: escalate to SIGINT), then the
-        server, then the ops page and the demo's simulator."""
+    def stop(self) -> tuple[list[str], Reconciled | None]:
+        """Worker first (it may ignore the first SIGTERM: escalate to SIGINT; its flow
+        runs go with it), then the runs it left unfinished are marked Crashed while the
+        server still answers, then the server, the ops page and the demo's simulator.
+        Returns what was stopped and what was reconciled (None: no server of ours)."""
         stopped = []
+        reconciled = None
         for name in (WORKER, SERVER, OPS, SIMULATOR):
             running = self.registry.alive(name)
             self.registry.drop(name)
+            if name == SERVER and running and self.healthy():
+                try:
+                    reconciled = self.reconcile("stopped by `stratacrawl down`", missed=False)
+                except ServiceStartError:   # `up` reconciles what is left
+                    pass
             if running:
                 terminate(running.pid, timeout=8,
                           signals=(signal.SIGTERM, signal.SIGINT, signal.SIGKILL), group=True)
                 stopped.append(name)
-        return stopped
+        return stopped, reconciled
