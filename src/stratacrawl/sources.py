@@ -132,9 +132,10 @@ class AlertThresholds(_Strict):
     ingest_ratio: Annotated[float, Field(gt=0, le=1)] = 0.8        # staged / ok fetched: P1
     backlog_growth: Annotated[float, Field(gt=0)] = 0.2            # over 15 minutes: P3
     stopped_after: str = "15m"                                     # no success, work due: P0
+    stalled_after: str = "2m"                                      # no request, work due: P1
     min_requests: Annotated[int, Field(ge=1)] = 20                 # rates need this many
 
-    _duration = field_validator("stopped_after")(_check_duration)
+    _duration = field_validator("stopped_after", "stalled_after")(_check_duration)
 
 
 class UrlRules(_Strict):

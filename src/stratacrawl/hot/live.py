@@ -220,6 +220,13 @@ class LiveMetrics:
                     out[sid].append((m, w))
         return out
 
+    async def last_request_at(self, source_id: str) -> float | None:
+        """Epoch seconds of the source's newest recorded request (None: none in the trace)."""
+        newest = await self.trace(source_id, TRACE_LEN)
+        if not newest:
+            return None
+        return datetime.fromisoformat(str(newest[0]["at"])).timestamp()
+
     async def trace(self, source_id: str, n: int = TRACE_LEN) -> list[dict[str, object]]:
         """The last ``n`` requests, newest first (batches record their requests when they
         end, so the list is put in time order here)."""

@@ -25,7 +25,7 @@ from stratacrawl.monitor.snapshot import capture
 from stratacrawl.sources import SourcesFile
 
 log = logging.getLogger(__name__)
-RULES = ("fetch_stopped", "success_rate", "retry_ratio", "ingest_lag", "latency",
+RULES = ("fetch_stopped", "not_fetching", "success_rate", "retry_ratio", "ingest_lag", "latency",
          "backlog_growing")
 BACKLOG_WINDOW_S = 900
 Emit = Callable[[str, dict[str, Any]], None]

@@ -55,6 +55,7 @@ class SourceMetrics:
     completion_p50_s: float | None = None
     completion_p99_s: float | None = None
     last_success_at: float | None = None     # epoch of the newest successful fetch
+    last_request_at: float | None = None     # epoch of the newest request, any outcome
 
     @property
     def fetched_per_min(self) -> float:
@@ -78,6 +79,7 @@ async def collect(redis: HotRedis, pool: AsyncConnectionPool, source_ids: list[s
         m.baseline = await live.window(sid, BASELINE_MIN, end_offset=WINDOW_MIN, now=now)
         m.settled = await live.window(sid, WINDOW_MIN, now=last_min * 60)
         m.hot_backlog = await ready_count(redis, sid)
+        m.last_request_at = await live.last_request_at(sid)
     async with pool.connection() as conn:
         for sid, backlog, due, lag in await q.ledger_backlog(conn, source_ids):
             m = out[sid]

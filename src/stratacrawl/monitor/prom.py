@@ -56,8 +56,13 @@ class SnapshotCollector(Collector):
         silent = GaugeMetricFamily("stratacrawl_last_success_age_seconds",
                                    "Seconds since the newest successful fetch (+Inf: none)",
                                    labels=["source"])
+        quiet = GaugeMetricFamily("stratacrawl_last_request_age_seconds",
+                                  "Seconds since the newest request, any outcome (+Inf: none)",
+                                  labels=["source"])
         now = time.time()
         for sid, m in sorted(self.snapshot.items()):
+            quiet.add_metric([sid], now - m.last_request_at if m.last_request_at
+                             else float("inf"))
             requests.add_metric([sid, "5m"], m.window.requests)
             requests.add_metric([sid, "baseline"], m.baseline.requests)
             requests.add_metric([sid, "settled"], m.settled.requests)
@@ -89,7 +94,7 @@ class SnapshotCollector(Collector):
             rate.add_metric([sid, "configured"], configured)
             rate.add_metric([sid, "effective"], effective)
             held.add_metric([sid], hold)
-        yield from (lag, due, success, latency, backlog, ingest, retry, done, requests, silent,
+        yield from (lag, due, success, latency, backlog, ingest, retry, done, requests, silent, quiet,
                     rate, held)
 
 

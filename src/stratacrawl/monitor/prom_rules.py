@@ -14,6 +14,8 @@ from stratacrawl.sources import SourcesFile
 GROUP = "stratacrawl"
 DESCRIPTIONS = {
     "fetch_stopped": "No successful fetch for longer than stopped_after while tasks are due.",
+    "not_fetching": "No request at all for longer than stalled_after while tasks are due "
+                    "(stalled: fetch runs cancelled, crashed or not running).",
     "success_rate": "Fetch success over 5 minutes below the source's threshold.",
     "retry_ratio": "Too many level-1 retries per request over 5 minutes.",
     "ingest_lag": "Staging takes fewer pages than are fetched: ingest diverges from fetch.",

@@ -27,6 +27,15 @@ class Finding:
     value: float
 
 
+def stalled(m: SourceMetrics, t: AlertThresholds, now: float) -> bool:
+    """Work is due and has waited, and nothing of the source was requested for
+    ``stalled_after`` (two fetch schedule intervals by default): no fetch is running for
+    it — runs cancelled, crashed or not scheduled, no worker — whatever the reason."""
+    after = parse_duration(t.stalled_after).total_seconds()
+    quiet_s = now - m.last_request_at if m.last_request_at else float("inf")
+    return m.due_tasks > 0 and m.lag_s > after and quiet_s > after
+
+
 def findings(m: SourceMetrics, t: AlertThresholds, now: float,
              backlog_history: Sequence[tuple[float, int]] = ()) -> list[Finding]:
     out: list[Finding] = []
@@ -38,6 +47,15 @@ def findings(m: SourceMetrics, t: AlertThresholds, now: float,
                            f"{sid}: no successful fetch for {min(silent_s, 1e9) / 60:.0f} min "
                            f"while {m.due_tasks} tasks are due (oldest {m.lag_s / 60:.0f} min)",
                            m.lag_s))
+    if stalled(m, t, now):
+        quiet_s = now - m.last_request_at if m.last_request_at else None
+        out.append(Finding("not_fetching", "P1",
+                           f"{sid}: stalled — not fetching: {m.due_tasks} tasks due (oldest "
+                           f"{m.lag_s / 60:.0f} min) and "
+                           + (f"no request for {quiet_s / 60:.0f} min" if quiet_s is not None
+                              else "no request recorded")
+                           + "; are fetch runs running? (Prefect UI: fetch runs Cancelled, "
+                           "Crashed or none; a worker on the pool)", m.lag_s))
     if w.requests >= t.min_requests and w.success_rate is not None:
         rate = w.success_rate
         if rate < t.success_severe:
@@ -82,8 +100,8 @@ def findings(m: SourceMetrics, t: AlertThresholds, now: float,
 # The same rules in PromQL, over the gauges of ``/metrics`` (``monitor/prom.py``), for
 # teams that alert with Prometheus (``stratacrawl alert-rules --format prometheus``).
 # ``{sel}`` is the source's label selector; the other names are the source's thresholds
-# (``stopped_s``: ``stopped_after`` in seconds). One entry per (rule, level) the
-# evaluator above can find — a test holds the two together. The backlog rule is
+# (``stopped_s``, ``stalled_s``: ``stopped_after``, ``stalled_after`` in seconds). One
+# entry per (rule, level) the evaluator above can find — a test holds the two together. The backlog rule is
 # approximated as a rise of ``backlog_growth`` over 15 minutes (the evaluator also wants
 # every step non-decreasing).
 _REQ = 'stratacrawl_requests{{{sel},window="5m"}}'
@@ -92,6 +110,10 @@ PROMQL: dict[tuple[str, str], str] = {
         "stratacrawl_due_tasks{{{sel}}} > 0 and on(source) "
         "stratacrawl_scheduling_lag_seconds{{{sel}}} > {stopped_s} and on(source) "
         "stratacrawl_last_success_age_seconds{{{sel}}} > {stopped_s}",
+    ("not_fetching", "P1"):
+        "stratacrawl_due_tasks{{{sel}}} > 0 and on(source) "
+        "stratacrawl_scheduling_lag_seconds{{{sel}}} > {stalled_s} and on(source) "
+        "stratacrawl_last_request_age_seconds{{{sel}}} > {stalled_s}",
     ("success_rate", "P1"):
         "stratacrawl_fetch_success_ratio{{{sel}}} < {success_severe} and on(source) "
         + _REQ + " >= {min_requests}",
@@ -129,5 +151,6 @@ def promql(rule: str, level: str, source_id: str, t: AlertThresholds) -> str:
     """The PromQL of ``(rule, level)`` for one source and its thresholds."""
     values = t.model_dump()
     values["stopped_s"] = parse_duration(t.stopped_after).total_seconds()
+    values["stalled_s"] = parse_duration(t.stalled_after).total_seconds()
     escaped = source_id.replace("\\", "\\\\").replace('"', '\\"')
     return PROMQL[(rule, level)].format(sel=f'source="{escaped}"', **values)

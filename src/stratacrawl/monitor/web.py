@@ -83,6 +83,10 @@ def status(m: SourceMetrics, alerts: list[Alert], now: float,
     judge ("failing?")."""
     t = thresholds or AlertThresholds()
     now_found = findings(m, t, now)
+    if any(a.kind == "not_fetching" for a in alerts):
+        return "stalled", "bad"
+    if any(f.rule == "not_fetching" for f in now_found):
+        return "stalled (alert pending)", "bad"
     if any(a.level in ("P0", "P1") or a.severity == "critical" for a in alerts):
         return "alerting", "bad"
     if any(f.level in ("P0", "P1") for f in now_found):

@@ -244,3 +244,44 @@ async def test_the_ops_page_agrees_with_itself(comps: Components) -> None:
     row = page.split("data-source='s1'", 1)[1].split("</tr>", 1)[0]
     assert "failing (alert pending)" in row and "class='status bad'" in row, row
     assert "0.0%" in row
+
+
+async def test_work_due_and_nothing_fetched_is_stalled_and_alerts(comps: Components) -> None:
+    """Tasks due for minutes and no request at all (fetch runs cancelled or crashed, no
+    worker): the ops page says "stalled", never "ok", and a P1 `not_fetching` alert
+    fires through the same path as the others (the event automations route)."""
+    from stratacrawl.cold.tasks import NewTask
+    from stratacrawl.sources import parse_sources
+    from stratacrawl.urls import fingerprint
+
+    sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://s1.example/"]}]})
+    urls = [f"http://s1.example/item/{i}" for i in range(5)]
+    await comps.frontier.add([NewTask("s1", u, fingerprint(u)) for u in urls])
+    async with comps.pool.connection() as conn:
+        await conn.execute("UPDATE tasks SET due_at = now() - interval '4 minutes'")
+    app = OpsApp(comps.redis, comps.pool, sources).app()
+    async with TestClient(TestServer(app)) as client:
+        page = await (await client.get("/")).text()
+    row = page.split("data-source='s1'", 1)[1].split("</tr>", 1)[0]
+    assert "stalled (alert pending)" in row and "class='status bad'" in row, row
+    events: list[tuple[str, dict]] = []
+    t0 = time.time()
+    first = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0)
+    assert [(s, f.rule) for s, f, _ in first.pending] == [("s1", "not_fetching")]
+    ev = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=t0 + 61,
+                        emit=lambda name, payload: events.append((name, payload)))
+    assert [(s, f.rule, f.level) for s, f, _ in ev.fired] == [("s1", "not_fetching", "P1")]
+    assert events and events[0][0] == "stratacrawl.alert.fired"
+    assert events[0][1]["rule"] == "not_fetching" and events[0][1]["level"] == "P1"
+    assert "stalled — not fetching: 5 tasks due" in events[0][1]["message"]
+    async with TestClient(TestServer(OpsApp(comps.redis, comps.pool, sources).app())) as client:
+        page = await (await client.get("/")).text()
+    row = page.split("data-source='s1'", 1)[1].split("</tr>", 1)[0]
+    assert ">stalled<" in row, row
+    # a request of the source now: the stall is over, the alert resolves
+    live = LiveMetrics(redis=comps.redis)
+    live.record_batch("s1", "w", [("h", FetchResult(
+        urls[0], Verdict(Kind.OK, "ok"), datetime.now(UTC), "t", status=200))])
+    await live.flush()
+    later = await evaluate(comps.redis, comps.pool, sources, hold_s=60, now=time.time() + 1)
+    assert ("s1", "not_fetching") in later.resolved

@@ -31,7 +31,7 @@ HOLD_S = 180
 
 def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float = 200,
             base_ms: float = 200, staged: float | None = None, due: int = 0, lag: float = 0,
-            silent_s: float | None = 10,
+            silent_s: float | None = 10, quiet_s: float | None = 10,
             settled: bool = True) -> SourceMetrics:
     w = Window(requests=requests, ok=ok, failed=requests - ok, retries=retries,
                latency_ms_sum=mean_ms * requests, histogram={"le250": requests})
@@ -42,7 +42,8 @@ def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float
                          settled=w if settled else Window(),
                          staged_per_min=(ok / 5 if settled else 0) if staged is None
                          else staged,
-                         last_success_at=None if silent_s is None else time.time() - silent_s)
+                         last_success_at=None if silent_s is None else time.time() - silent_s,
+                         last_request_at=None if quiet_s is None else time.time() - quiet_s)
 
 
 SCENARIOS = {
@@ -55,9 +56,13 @@ SCENARIOS = {
     "first minute of a crawl": metrics(settled=False),
     "latency P2": metrics(mean_ms=300),
     "latency P1": metrics(mean_ms=500),
-    "stopped": metrics(requests=0, ok=0, due=40, lag=3600, silent_s=3600),
+    "stopped": metrics(requests=0, ok=0, due=40, lag=3600, silent_s=3600, quiet_s=3600),
     "never succeeded": metrics(requests=0, ok=0, due=40, lag=3600, silent_s=None),
-    "just due": metrics(requests=0, ok=0, due=40, lag=60),
+    "failing, still fetching": metrics(requests=0, ok=0, due=40, lag=3600, silent_s=3600),
+    "stalled": metrics(requests=0, ok=0, due=40, lag=300, silent_s=300, quiet_s=300),
+    "nothing ever requested": metrics(requests=0, ok=0, due=40, lag=300, silent_s=None,
+                                      quiet_s=None),
+    "just due": metrics(requests=0, ok=0, due=40, lag=60, quiet_s=300),
 }
 SOURCES = parse_sources({"sources": [{"id": "s", "seeds": ["https://s.example/"]}]})
 

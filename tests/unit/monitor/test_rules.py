@@ -16,7 +16,7 @@ T = AlertThresholds()
 
 def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float = 200,
             base_ms: float = 200, staged: float | None = None, due: int = 0, lag: float = 0,
-            last_ok: float | None = NOW - 10,
+            last_ok: float | None = NOW - 10, last_request: float | None = NOW - 10,
             settled: bool = True) -> SourceMetrics:
     w = Window(requests=requests, ok=ok, failed=requests - ok, retries=retries,
                latency_ms_sum=mean_ms * requests, histogram={"le250": requests})
@@ -27,7 +27,7 @@ def metrics(requests: int = 100, ok: int = 100, retries: int = 0, mean_ms: float
                          settled=w if settled else Window(),
                          staged_per_min=(ok / 5 if settled else 0) if staged is None
                          else staged,
-                         last_success_at=last_ok)
+                         last_success_at=last_ok, last_request_at=last_request)
 
 
 def rules(m: SourceMetrics, history: list[tuple[float, int]] | None = None) -> set[tuple[str, str]]:
@@ -62,6 +62,24 @@ def test_retries_ingest_and_stop() -> None:
     stopped = metrics(requests=0, ok=0, due=40, lag=3600, last_ok=NOW - 3600)
     assert rules(stopped) == {("fetch_stopped", "P0")}
     assert rules(metrics(requests=0, ok=0, due=40, lag=60)) == set()  # just due: not stopped
+
+
+def test_work_due_and_nothing_requested_is_a_stall() -> None:
+    """Not fetching at all while work waits (runs cancelled or crashed, no worker) is its
+    own P1, before the P0 "no success for 15 minutes" — and only while work is due."""
+    stalled = metrics(requests=0, ok=0, due=40, lag=300, last_ok=NOW - 300,
+                      last_request=NOW - 300)
+    assert rules(stalled) == {("not_fetching", "P1")}
+    never = metrics(requests=0, ok=0, due=3, lag=200, last_ok=None, last_request=None)
+    assert rules(never) == {("not_fetching", "P1")}
+    found = findings(stalled, T, NOW)[0]
+    assert found.message.startswith("s: stalled — not fetching: 40 tasks due (oldest 5 min)")
+    assert rules(metrics(requests=0, ok=0, due=40, lag=300, last_request=NOW - 60)) == set()
+    assert rules(metrics(requests=0, ok=0, due=0, lag=0, last_request=NOW - 3600)) == set()
+    assert rules(metrics(requests=0, ok=0, due=40, lag=100, last_request=NOW - 3600)) == set()
+    both = metrics(requests=0, ok=0, due=40, lag=3600, last_ok=NOW - 3600,
+                   last_request=NOW - 3600)
+    assert rules(both) == {("fetch_stopped", "P0"), ("not_fetching", "P1")}
 
 
 def test_backlog_growing_needs_a_steady_rise() -> None:
