@@ -3,10 +3,12 @@ headless browser, staged fetches as the fetcher hands them over."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,27 @@ def staged_fetches(tasks: Any, worker: str = "w1") -> list[Any]:
         outcome=(t.id, TaskState.SUCCEEDED, 200, None, None), url_hash=t.url_hash,
         content_hash="0c" * 16, etag=None, last_modified=None, succeeded=True, fetched_at=now,
         status=200, body_bytes=15) for t in tasks]
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size_kb: int = 64) -> Iterator[bool]:
+    """A tmpfs of ``size_kb`` mounted on ``folder`` for the block (a disk that fills);
+    yields False, mounting nothing, where this machine does not allow ``mount``. Always
+    unmounted after."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs",
+                              str(folder)], capture_output=True).returncode == 0
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(folder: Path) -> None:
+    """Fill the file system of ``folder`` to the last byte."""
+    with open(folder / "filler", "wb", buffering=0) as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()

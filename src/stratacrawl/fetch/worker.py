@@ -626,8 +626,13 @@ class FetchWorker:
                         self.outage.failed(e)
                         continue
                 if self.writer.degraded and not await self.writer.probe():
-                    # PostgreSQL away: no new claims, the spool holds what was fetched
-                    self.outage.away("PostgreSQL", "staging spools its pages")
+                    # PostgreSQL away: no new claims, the spool holds what was fetched (or,
+                    # with the spool's disk full too, the writer's memory, within a bound)
+                    self.outage.away("PostgreSQL", "staging spools its pages"
+                                     if self.writer.spool_error is None else
+                                     "and the spool cannot be written either "
+                                     f"({self.writer.spool_error}): fetched pages held in "
+                                     "memory")
                     continue
                 try:
                     started = await self._start_batches()

@@ -9,12 +9,20 @@ holds the COPY, the ledger outcomes and the URL state; leases are released in th
 tier (and no longer renewed) only after it commits. If PostgreSQL is unreachable the batch
 goes to the spool instead (durable on local disk), ``degraded`` turns on, and ``add``
 blocks once ``max_pending`` rows wait — fetching slows and stops rather than piling up memory.
+
+If the spool cannot be written either (a full disk, a quota, a read-only file system) while
+PostgreSQL is away, the batch is held in memory (within ``max_pending``) and landed again
+at the next flush, to whichever of the two comes back first: a second tier outage, which
+the worker rides out like the first (claims paused, ``spool_error`` says why), never a
+crash. Rows still held when the writer closes were never acknowledged: their tasks go
+back to the queue with their leases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import time
 from collections.abc import Sequence
@@ -45,6 +53,8 @@ BACKLOG_FACTOR = 4
 # answer, waits for ``flush_s`` like any page: on slow sites, where list pages arrive
 # every second or so, it would otherwise set the pace of every flush.)
 LIST_FLUSH_S = 0.5
+# The spool's disk is out of room or read-only: an outage of local storage, not a bug.
+LOCAL_STORAGE_AWAY = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
 _KIND = COLUMNS.index("kind")
 _DISCOVERED_AT = COLUMNS.index("discovered_at")
 
@@ -60,6 +70,8 @@ class WriterStats:
     awaiting_discovery: int = 0   # list pages the hop did not discover, in flushes that landed
     lost_leases: int = 0      # fetched pages dropped: their lease had been reclaimed
     spooled: int = 0
+    held: int = 0             # rows neither tier could take, held in memory for a while
+    unstaged_at_close: int = 0   # rows still held when the writer closed (tasks go again)
     flushes: int = 0
     flush_seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -79,6 +91,7 @@ class StagingWriter:
         self.max_pending = max_pending
         self.stats = WriterStats()
         self.degraded = False
+        self.spool_error: str | None = None   # why the spool cannot be written now
         self._buffer: list[tuple[str, StagedFetch]] = []
         self._in_flight = 0
         # Events, not a lock: a thousand batches adding rows must not queue on a lock
@@ -130,13 +143,16 @@ class StagingWriter:
         return True
 
     async def flush(self) -> None:
-        """Land everything buffered now (and wait for it and the flushes under way)."""
-        while True:
+        """Land everything buffered now (and wait for it and the flushes under way). Rows
+        neither tier could take stay buffered for the next flush."""
+        todo = len(self._buffer)
+        while todo > 0:
             await self._slots.acquire()
             batch = self._take()
             if not batch:
                 self._slots.release()
                 break
+            todo -= len(batch)
             self._start(batch)
         if self._flushing:
             await asyncio.gather(*self._flushing, return_exceptions=True)
@@ -156,6 +172,12 @@ class StagingWriter:
             await self._task
             self._task = None
         await self.flush()
+        if self._buffer:
+            self.stats.unstaged_at_close = len(self._buffer)
+            log.warning("staging: %d fetched pages could be neither staged nor spooled (%s); "
+                        "their tasks go back to the queue with their leases",
+                        len(self._buffer), self.spool_error or "PostgreSQL away")
+            self._buffer.clear()
 
     async def _run(self) -> None:
         while not self._closing:
@@ -217,14 +239,22 @@ class StagingWriter:
                 log.warning("staging: %d fetched pages dropped: their leases were reclaimed "
                             "(this worker stalled for a lease time); the tasks go again", lost)
             self.degraded = False
+            self.spool_error = None
             await self._after_commit(batch)
         except POSTGRES_AWAY as e:
             # Unknown or failed commit: the spool keeps it; replays are idempotent.
             self.degraded = True
             self.stats.errors.append(f"{type(e).__name__}: {e}"[:300])
             log.warning("staging: PostgreSQL unavailable (%s); spooling %d rows", e, len(items))
-            await asyncio.to_thread(self.spool.write, self.owner, items)
-            self.stats.spooled += len(items)
+            try:
+                await asyncio.to_thread(self.spool.write, self.owner, items)
+            except OSError as disk:
+                if disk.errno not in LOCAL_STORAGE_AWAY:
+                    raise
+                self._hold(batch, f"{disk.strerror}: {self.spool.folder}")
+            else:
+                self.spool_error = None
+                self.stats.spooled += len(items)
         finally:
             self.stats.flushes += 1
             self.stats.flush_seconds += time.monotonic() - t0
@@ -232,6 +262,18 @@ class StagingWriter:
             self._in_flight -= len(batch)
             if self.pending < self.max_pending:
                 self._space.set()
+
+    def _hold(self, batch: list[tuple[str, StagedFetch]], reason: str) -> None:
+        """Neither PostgreSQL nor the spool takes ``batch``: back to the front of the
+        buffer, landed again at the next flush (``add`` blocks at ``max_pending``)."""
+        if self.spool_error is None:
+            log.warning("staging: PostgreSQL is away and the spool cannot be written (%s); "
+                        "holding fetched pages in memory (up to %d) until either is back",
+                        reason, self.max_pending)
+        self.spool_error = reason
+        self.stats.held += len(batch)
+        self._buffer[:0] = batch
+        self._lists += sum(1 for _, i in batch if _awaits_discovery(i))
 
     async def _commit(self, items: Sequence[StagedFetch], *, idempotent: bool) -> int:
         days = {d.isoformat() for d in {i.fetched_at.date() for i in items}} - self._partitions

@@ -198,3 +198,47 @@ async def test_a_fetch_whose_lease_was_reclaimed_does_not_land(comps: Components
         cur = await conn.execute("SELECT state, lease_owner, attempts FROM tasks "
                                  "WHERE id = ANY(%s)", (lost,))
         assert set(await cur.fetchall()) == {("LEASED", taker, 2)}   # the new claim's
+
+
+@pytest.mark.slow
+async def test_a_full_spool_disk_with_postgresql_away_holds_the_pages_then_spools(
+        comps: Components, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL away and the spool's disk full (a small tmpfs, or an injected ENOSPC
+    where this machine cannot mount): the flush neither crashes nor leaves a `.tmp`; the
+    rows stay in memory, the writer says why (`spool_error`), and once the disk has room
+    the next flush spools them, every one."""
+    import errno
+
+    from psycopg_pool import AsyncConnectionPool
+
+    from tests.support.processes import fill, small_disk
+
+    items = await _claimed(comps, 5, "w1")
+    folder = tmp_path / "spool"
+    away = AsyncConnectionPool("host=127.0.0.1 port=1 dbname=x connect_timeout=1",
+                               min_size=0, max_size=1, open=False, timeout=1.0)
+    await away.open(wait=False)
+    with small_disk(folder, 64) as mounted:
+        if mounted:
+            fill(folder)
+        else:
+            def full(*_: object) -> None:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            monkeypatch.setattr(Spool, "write", full)
+        writer = StagingWriter(pool=away, frontier=comps.frontier, hot_urls=comps.hot_urls,
+                               spool=Spool(folder), owner="w1", flush_s=60.0)
+        for item in items:
+            await writer.add("s1", item)
+        await writer.flush()
+        assert writer.pending == 5 and writer.stats.spooled == 0 and writer.stats.held == 5
+        assert writer.spool_error and "No space left on device" in writer.spool_error
+        assert not list(folder.glob("*.tmp")) and not list(folder.glob("*.batch"))
+        if mounted:
+            (folder / "filler").unlink()   # room again
+        else:
+            monkeypatch.undo()
+        await writer.flush()
+        assert writer.pending == 0 and writer.stats.spooled == 5 and writer.spool_error is None
+        assert sum(len(Spool(folder).read(p)[1]) for p in Spool(folder).files()) == 5
+        await writer.close()
+    await away.close()
