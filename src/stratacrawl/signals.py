@@ -22,6 +22,32 @@ log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+class Terminated(BaseException):
+    """SIGTERM where no event loop handles it (a command starting up, or printing its
+    report): raised like Ctrl-C's ``KeyboardInterrupt`` — ``finally`` blocks run — and
+    the command exits 143, never killed outright by the signal (-15). Not a
+    ``KeyboardInterrupt``: the command-line framework turns those into exit 130."""
+
+
+def raise_on_sigterm() -> None:
+    """SIGTERM as :class:`Terminated` in this process from now on (the main thread)."""
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
+
+
+def rearm() -> None:
+    """Install again, at the C level, the SIGINT and SIGTERM handlers Python holds. An
+    event loop that handled them (uvloop: libuv's signal watchers) puts the default
+    disposition back when it closes, behind Python's back: ``signal.getsignal`` still
+    names the handler while a SIGTERM would kill the process outright."""
+    for sig in SIGNALS:
+        handler = signal.getsignal(sig)
+        if handler is not None:
+            signal.signal(sig, handler)
+
+
 class StopSignals:
     """What the signals asked of the work running in this event loop."""
 

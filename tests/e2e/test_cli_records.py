@@ -187,3 +187,38 @@ def test_a_failed_day_is_held_back_from_export_until_it_passes(
     passed = cli("validate", "--sources", str(sources), env=env, timeout=180)
     assert passed.returncode == 0, passed.stdout
     assert export() == (total, "")
+
+
+@pytest.mark.slow
+def test_sigterm_at_any_phase_of_validate_exits_143_cleanly(tmp_path: Path,
+                                                            env: dict[str, str]) -> None:
+    """SIGTERM to `validate` while it imports, connects, runs its checkpoints, writes its
+    Data Docs or prints: it exits 143 (or had finished: 0/1) with its finally blocks run,
+    never killed by the signal (-15) and never with a traceback."""
+    import signal
+    import time
+
+    specs = build_specs(1, 5, first_host=hosts())
+    specs[0].backlog = 10
+    specs[0].publish_every_s = 3600.0
+    with SimulatorThread(specs):
+        sources = tmp_path / "sources.yaml"
+        sources.write_text(yaml.safe_dump(sources_document(specs, rate=100.0)))
+        assert cli("crawl", "--sources", str(sources), env=env, timeout=300).returncode == 0
+    assert cli("clean", "--sources", str(sources), env=env).returncode == 0
+    t0 = time.monotonic()
+    whole = cli("validate", "--sources", str(sources), env=env, timeout=180)
+    took = time.monotonic() - t0
+    assert whole.returncode in (0, 1), whole.stderr
+    codes = []
+    for share in (0.05, 0.2, 0.4, 0.6, 0.8, 0.95):
+        proc = subprocess.Popen([sys.executable, "-m", "stratacrawl", "validate", "--sources",
+                                 str(sources)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(took * share)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        codes.append(proc.returncode)
+        assert proc.returncode in (0, 1, 143), (share, proc.returncode, err[-3000:])
+        assert "Traceback" not in err, (share, err[-3000:])
+    assert 143 in codes, codes

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
-from stratacrawl.signals import StopSignals
+from stratacrawl.signals import StopSignals, Terminated, rearm
 
 if TYPE_CHECKING:
     from stratacrawl.sources import SourcesFile
@@ -34,6 +34,7 @@ EXIT_BAD_INPUT = 2    # bad input or configuration (options, sources file, STRAT
 EXIT_TIER = 3         # a tier (Redis, Elasticsearch, PostgreSQL, Prefect) unreachable
 EXIT_INTERNAL = 70    # a crash: an error Stratacrawl did not expect (a bug; traceback shown)
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 def exit_code(e: BaseException) -> int:
@@ -87,8 +88,12 @@ def run(coro: Coroutine[Any, Any, T], signals: StopSignals | None = None) -> T:
         return uvloop.run(main())
     except StratacrawlError as e:
         fail(e)
+    except Terminated:
+        sys.exit(signals.exit_code or EXIT_TERMINATED)
     except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit(signals.exit_code or EXIT_INTERRUPTED)
+    finally:
+        rearm()   # (the loop's close left SIGTERM at its default: see signals.rearm)
 
 
 JSON = typer.Option(False, "--json", help="The report as one JSON document on standard output.")

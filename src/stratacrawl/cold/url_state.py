@@ -90,6 +90,15 @@ async def synced_per_week(db: Db, retention: timedelta) -> dict[str, int]:
     return {str(week): int(n) for week, n in rows}
 
 
+async def outbox_urls(db: Db) -> int:
+    """How many URLs the warm outbox holds (committed fetches and re-index work that warm
+    has not got yet)."""
+    async with connection(db) as conn:
+        row = await (await conn.execute(
+            "SELECT COALESCE(sum(cardinality(url_hashes)), 0) FROM warm_outbox")).fetchone()
+    return int(row[0]) if row else 0
+
+
 async def unsync_weeks(db: Db, weeks: Sequence[str]) -> None:
     """Mark these weeks' URLs not in warm and queue them in the warm outbox (demotion
     indexes them again)."""

@@ -21,7 +21,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.runs import DEAD_AFTER
-from stratacrawl.cold.url_state import all_url_hashes, synced_per_week, unsync_weeks
+from stratacrawl.cold.url_state import (
+    all_url_hashes,
+    outbox_urls,
+    synced_per_week,
+    unsync_weeks,
+)
 from stratacrawl.fetch.sessions import restore_sessions
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.hot.bloom import BloomFilter
@@ -107,7 +112,13 @@ class Recovery:
         week and still within the warm retention (older ones sank to cold on purpose). A
         week that came up short in either family — an embedded API server restarted
         empty, an index lost or wiped while a crawl went on — is re-indexed from cold
-        (both documents, by ``_id``: idempotent)."""
+        (both documents, by ``_id``: idempotent).
+
+        A re-index is queued in the warm outbox before it starts, so one interrupted
+        (kill -9, SIGTERM) leaves its rest there, no longer counted as synced: warm then
+        holds what cold counts, and the outbox is what is missing. With nothing short, a
+        non-empty outbox is indexed here too (bounded like a re-index), so the next
+        recovery finishes what the last one began."""
         try:
             in_warm = {family: await docs_per_week(self.es, self.layout, family)
                        for family in FAMILIES}
@@ -119,7 +130,16 @@ class Recovery:
         weeks = sorted(set().union(*short.values()))
         if not weeks:
             held = ", ".join(f"{sum(docs.values())} {family}" for family, docs in in_warm.items())
-            return f"warm holds {held} documents, as cold expects"
+            waiting = await outbox_urls(self.pool)
+            if not waiting:
+                return f"warm holds {held} documents, as cold expects"
+            stats = await demote(self.pool, self.es, self.layout, limit=REFILL_BATCH,
+                                 max_rounds=REFILL_NOW_ROUNDS)
+            rest = (f"; the other ~{waiting - stats.rows} wait for the demotion deployment"
+                    if stats.rows < waiting else "")
+            return (f"warm held {held} documents; indexed {stats.rows} of the {waiting} URLs "
+                    f"waiting in the warm outbox (an interrupted re-index or pending "
+                    f"demotion){rest}" + (f" ({stats.error})" if stats.error else ""))
         await unsync_weeks(self.pool, weeks)
         queued = sum(expected[w] for w in weeks)
         # Bounded: recovery re-indexes the first REFILL_NOW_ROUNDS batches itself; the rest

@@ -254,3 +254,34 @@ async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
     for index in (meta, dedup):
         await comps.es.indices.refresh(index=index)
         assert (await comps.es.count(index=index))["count"] == synced, index
+
+
+async def test_a_re_index_cut_short_is_finished_by_the_next_recovery(
+        comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recovery whose re-index stopped after one batch (kill -9 or SIGTERM mid-way, as
+    the bound does here): the next recovery finishes it from the warm outbox. It once
+    said "as cold expects" — warm held what cold still counted as synced — and stopped."""
+    from stratacrawl.tiers import recovery as recovery_module
+
+    monkeypatch.setattr(recovery_module, "REFILL_BATCH", 1000)
+    monkeypatch.setattr(recovery_module, "REFILL_NOW_ROUNDS", 1)
+    n = 2200
+    async with comps.pool.connection() as conn:   # URLs cold says warm holds; warm is empty
+        await conn.execute(
+            "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
+            "warm_synced_at) SELECT md5(i::text)::uuid, 's1', 'http://s1.test/p/' || i, now(), 200, "
+            "now() FROM generate_series(1, %s) AS i", (n,))
+    index = f"{comps.runtime.layout.alias('url_dedup')}-*"
+    results = []
+    for _ in range(3):
+        step = next(s for s in (await comps.recovery().run()).steps
+                    if s.name.startswith("re-index warm"))
+        results.append(step.result)
+    assert results[0].startswith(f"re-indexed 1000 of {n} URLs"), results
+    assert "indexed 1000 of the 1200 URLs waiting in the warm outbox" in results[1], results
+    assert "indexed 200 of the 200 URLs" in results[2], results
+    await comps.es.indices.refresh(index=index)
+    assert (await comps.es.count(index=index))["count"] == n
+    step = next(s for s in (await comps.recovery().run()).steps
+                if s.name.startswith("re-index warm"))
+    assert "as cold expects" in step.result, step.result
