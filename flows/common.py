@@ -20,6 +20,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.asyncio import concurrency
 from prefect.events import emit_event
+from prefect.states import Failed
 
 from blocks.connections import BLOCK_NAMES
 from flows.retries import TRANSIENT
@@ -115,21 +116,41 @@ STEP_LIMITS = {"demote to warm": WARM_WRITER, "backfill demotion": WARM_WRITER}
 LIMIT_WAIT_S = 900.0
 
 
+Verdict = Callable[[Any], "str | None"]
+
+
 @task(cache_policy=NO_CACHE, **TRANSIENT)
-async def _step(fn: Callable[[], Awaitable[Any]], limit: str | None = None) -> Any:
+async def _step(fn: Callable[[], Awaitable[Any]], limit: str | None = None,
+                fails: Verdict | None = None) -> Any:
     if limit is None:
-        return await fn()
-    async with concurrency(limit, occupy=1, timeout_seconds=LIMIT_WAIT_S):
-        return await fn()
+        result = await fn()
+    else:
+        async with concurrency(limit, occupy=1, timeout_seconds=LIMIT_WAIT_S):
+            result = await fn()
+    if fails is not None and (why := fails(result)):
+        return Failed(message=why, data=result)   # (not retried: no exception)
+    return result
 
 
-async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+async def step(name: str, fn: Callable[[], Awaitable[Any]], fails: Verdict | None = None) -> Any:
     """``fn`` as a task run named ``name`` with the transient-retry policy: the pipeline's
     real steps show in the run's page with their state, duration and retries. ``fn``
     starts the work afresh each time (a retry runs it again); it may hold open clients,
     so nothing is cached or persisted. Also the core's step runner
-    (:class:`stratacrawl.steps.StepRunner`)."""
-    return await _step.with_options(name=name, task_run_name=name)(fn, STEP_LIMITS.get(name))
+    (:class:`stratacrawl.steps.StepRunner`).
+
+    ``fails`` judges what ``fn`` returned: a message means the step's work failed (a
+    source failed its fetches, a check failed), and the task run ends Failed with that
+    message — red in the run's graph where the failure is — while its result is still
+    returned to the flow, which decides the run's own state."""
+    task = _step.with_options(name=name, task_run_name=name)
+    if fails is None:
+        return await task(fn, STEP_LIMITS.get(name))
+    state = await task(fn, STEP_LIMITS.get(name), fails, return_state=True)  # type: ignore[misc]
+    result = await state.aresult(raise_on_failure=False)
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def emit(event: str, payload: dict[str, Any]) -> None:

@@ -65,36 +65,42 @@ async def fetch(sources_file: str | None = None, minutes: float = 5.0,
         report = CrawlReport()
         progress = Progress(f"fetch run: share of its {minutes:g} min budget spent")
 
-        async def fetch_loop() -> CrawlReport:
+        async def fetch_loop() -> tuple[CrawlReport, list[str]]:
+            """The crawl, and the sources that failed in it (a source another run is
+            fetching is not this run's failure)."""
             run = crawl(comps, sources, until_idle=until_idle, seconds=minutes * 60,
                         worker_id=worker_id, report=report, stop=signals.event)
             reporter = asyncio.create_task(report_while_running(report, progress, minutes * 60))
             try:
-                return await (with_json_progress(run, report) if json_lines else run)
+                done = await (with_json_progress(run, report) if json_lines else run)
             finally:
                 reporter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reporter
+            still_due = await comps.ledger.sources_left_waiting(sources.ids)
+            return done, failing_sources(done, sources, still_due)
+
+        def failed(outcome: tuple[CrawlReport, list[str]]) -> str | None:
+            failing = outcome[1]
+            return (f"{len(failing)} of {len(sources.sources)} source(s) failed: "
+                    + "; ".join(failing)) if failing else None
 
         # A cancellation (the worker sends SIGTERM) or Ctrl-C stops the crawl as it stops
         # `stratacrawl crawl`: in-flight pages land, the rest goes back to the queue. Then
         # Prefect's own handler gets the signal and ends the run its way.
         signals = StopSignals(graceful=True)
         with signals.installed():
-            report = await step("fetch loop", fetch_loop)
+            report, failing = await step("fetch loop", fetch_loop, fails=failed)
         signals.pass_on()
         await progress(1.0)
-        # (a source another run is fetching is not this run's failure)
-        still_due = await comps.ledger.sources_left_waiting(sources.ids)
     rows = source_rows(report)
     await publish_table(TABLE_KEY, f"Fetch: {report.fetched} pages in {report.seconds:.0f} s",
                         rows)
     result = {r["source"]: {k: v for k, v in r.items() if k in {
         "fetched", "ok", "not_modified", "failed", "mean_ms"}} for r in rows}
     # The run's state tells the truth about the work: a source that failed its fetches
-    # fails the run, its reasons in the state message (what the UI shows on the run).
-    if failing := failing_sources(report, sources, still_due):
+    # fails the run (and its "fetch loop" task), its reasons in the state message.
+    if why := failed((report, failing)):
         get_run_logger().error("fetch run failed: %s", "; ".join(failing))
-        return Failed(message=f"{len(failing)} of {len(sources.sources)} source(s) failed: "
-                              + "; ".join(failing), data=result)
+        return Failed(message=why, data=result)
     return result

@@ -24,6 +24,11 @@ def check_rows(results: list[SuiteResult]) -> list[dict[str, object]]:
             for r in results for c in r.checks]
 
 
+def _failures(results: list[SuiteResult]) -> str | None:
+    """A source-day's task run fails with its failed checks."""
+    return "; ".join(f for r in results for f in r.failures) or None
+
+
 def _key(*parts: object) -> str:
     """An artifact key: lowercase letters, digits and dashes only."""
     return "-".join("".join(ch if ch.isalnum() else "-" for ch in str(p).lower()) for p in parts)
@@ -41,7 +46,8 @@ async def validation(sources_file: str | None = None, day: date | None = None,
         for src in chosen:  # a task run per source-day, with its result
             for d in days_back(days, day):
                 results += await step(f"validate {src.id} {d}",
-                                      functools.partial(v.validate, [src], [d]))
+                                      functools.partial(v.validate, [src], [d]),
+                                      fails=_failures)
     passed = sum(r.success for r in results)
     await publish_table("stratacrawl-validation",
                         f"Validation: {passed}/{len(results)} source-days pass", check_rows(results))

@@ -302,8 +302,32 @@ async def test_a_fetch_run_whose_source_fails_is_not_completed(
     assert "1 of 2 source(s) failed: gone: 0 of 1 pages ok" in (state.message or ""), \
         state.message
     assert "connect-error" in (state.message or "")
+    # the task that failed is Failed in the run's graph, with the same reason
+    ((name, final, runs),) = await _task_runs(state, names={"fetch loop"})
+    assert (name, final, runs) == ("fetch loop", "FAILED", 1)
     async with comps.pool.connection() as conn:
         staged = (await (await conn.execute(
             "SELECT count(*) FROM staging WHERE source_id = %s AND status = 200",
             (specs[0].id,))).fetchone())[0]
     assert staged > 20
+
+
+@pytest.mark.slow
+async def test_a_failed_check_fails_its_source_day_task(prefect_api: None, flow_env: Settings,
+                                                         tmp_path: Any) -> None:
+    """A source-day that fails its checks (an empty day fails the count) is a Failed task
+    in the validation run's graph, with the failed checks as its message — not a green
+    task under a red run."""
+    from flows.validation import validation
+
+    sources = tmp_path / "sources.yaml"
+    sources.write_text("sources:\n- id: news-1\n  seeds: [https://news.example/]\n"
+                       "  allow: ['^https://news\\.example/']\n  expected_daily: 10\n")
+    state = await validation(sources_file=str(sources), return_state=True)
+    assert state.is_failed(), state
+    runs = await _task_runs(state)
+    assert [(n.split(" ")[:2], s) for n, s, _ in runs] == [(["validate", "news-1"], "FAILED")]
+    async with get_client() as client:
+        (run,) = await client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    assert run.state is not None and "news-1" in (run.state.message or ""), run.state
