@@ -25,6 +25,17 @@ costs the task no attempt.
 
 from __future__ import annotations
 
+CLIP = 80
+
+
+def clip(text: str, limit: int = CLIP) -> str:
+    """User input as a message quotes it: at most ``limit`` characters, the middle cut
+    with "…" (a 10,000-character id is not echoed whole in an error line)."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[: keep - keep // 3] + "…" + text[len(text) - keep // 3:]
+
 
 class StratacrawlError(Exception):
     """Base of every error Stratacrawl raises on purpose."""

@@ -18,7 +18,7 @@ import yaml
 from lxml import etree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stratacrawl.errors import InvalidURL, SourcesError
+from stratacrawl.errors import InvalidURL, SourcesError, clip
 from stratacrawl.url_equivalence import Rule
 from stratacrawl.urls import canonicalize
 
@@ -310,10 +310,13 @@ class SourcesFile(BaseModel):
     sources: list[Source]
 
     def get(self, source_id: str) -> Source:
+        """The source ``source_id``; KeyError naming the file and the ids it has."""
         for s in self.sources:
             if s.id == source_id:
                 return s
-        raise KeyError(f"{self.path}: no source {source_id!r}")
+        known = ", ".join(self.ids[:20]) + (f" and {len(self.ids) - 20} more"
+                                             if len(self.ids) > 20 else "")
+        raise KeyError(f"{self.path}: no source {clip(source_id)!r} (it has {known or 'none'})")
 
     @property
     def ids(self) -> list[str]:

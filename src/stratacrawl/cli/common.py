@@ -14,6 +14,7 @@ import typer
 import uvloop
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
@@ -164,6 +165,63 @@ def short_url(url: str, width: int = URL_WIDTH) -> str:
     tail = parts.path.rstrip("/").rsplit("/", 1)[-1] + (f"?{parts.query}" if parts.query else "")
     short = f"{head}/…/{tail}"
     return short if len(short) < len(url) else url
+
+
+def wrap_at(text: str, width: int, breaks: str = "/ ") -> str:
+    """``text`` folded into lines of at most ``width`` characters, broken after one of
+    ``breaks`` where it can be (a URL after a "/"), inside a run only when a run is
+    longer than a line."""
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for ch in para:
+            line += ch
+            if len(line) > width:
+                cut = max(line.rfind(b, 0, width) for b in breaks) + 1 or width
+                lines.append(line[:cut])
+                line = line[cut:]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def fitted_table(title: str, headers: list[str], rows: list[list[str]], *, elastic: int,
+                 width: int | None = None, droppable: tuple[int, ...] = ()) -> Table:
+    """A table that reads in ``width`` columns (the terminal's): every column but
+    ``elastic`` as wide as its header and values, never broken inside a word (a value
+    longer than ``CELL_MAX`` is cut with "…"); ``elastic`` gets the rest, its URLs
+    shortened in the middle only when they do not fit and then wrapped after a "/". Where
+    even that leaves ``elastic`` under ``ELASTIC_MIN``, the ``droppable`` columns go
+    (last first)."""
+    width = width or console.width
+    keep = list(range(len(headers)))
+
+    def natural(i: int) -> int:
+        return min(CELL_MAX, max(len(part) for cell in [headers[i], *(r[i] for r in rows)]
+                                 for part in cell.split("\n")))
+
+    def room() -> int:   # what the elastic column gets: borders 1 + 3 per column
+        return width - 1 - 3 * len(keep) - sum(natural(i) for i in keep if i != elastic)
+
+    for i in reversed(droppable):
+        if room() >= ELASTIC_MIN:
+            break
+        keep.remove(i)
+    space = max(ELASTIC_MIN, room())
+    table = Table(title=title)
+    for i in keep:
+        if i == elastic:
+            table.add_column(headers[i], width=space, overflow="fold")
+        else:
+            table.add_column(headers[i], no_wrap=True, overflow="ellipsis", width=natural(i))
+    for r in rows:
+        table.add_row(*(wrap_at("\n".join(short_url(u, space) if "://" in u else u
+                                          for u in r[i].split("\n")), space)
+                        if i == elastic else r[i] for i in keep))
+    return table
+
+
+CELL_MAX = 24      # a fitted table's other columns: longer values are cut with "…"
+ELASTIC_MIN = 16
 
 
 def emit_json(data: Any) -> None:

@@ -21,10 +21,10 @@ from stratacrawl.cli.common import (
     emit_json,
     fail,
     find_sources,
+    fitted_table,
     load_sources_file,
     run,
     settings,
-    short_url,
     sources_path,
 )
 from stratacrawl.errors import StratacrawlError
@@ -58,24 +58,18 @@ def report_table(report: CrawlReport) -> Table:
     return table
 
 
-def rules_table(rows: list[RuleRow], pins: list[dict[str, str]]) -> Table:
-    """The learned and configured URL rules; rules and examples fold (never cut off) and
-    example URLs are shortened in the middle, so the table reads in 80 columns."""
-    table = Table(title=f"{len(rows)} learned URL rule(s)")
-    # Fixed widths that add up to 80 columns with the borders: Rich measures a URL as one
-    # unbreakable word and would widen its column past the terminal, cutting the edge off.
-    table.add_column("source", overflow="fold", width=8)
-    table.add_column("rule (state)", overflow="fold", width=18)
-    table.add_column("support / against", overflow="fold", width=7)
-    table.add_column("seen (first, last)", overflow="fold", width=11)
-    table.add_column("example", overflow="fold", width=20)
-    for r in rows:
-        example = "\n".join(short_url(u) for u in (r.example or "").split() if u != "=")
-        table.add_row(r.source_id, f"{r.rule}\n({r.state})", f"{r.support} / {r.counterexamples}",
-                      f"{r.first_seen:%m-%d %H:%M}\n{r.last_seen:%m-%d %H:%M}", example)
-    for p in pins:
-        table.add_row(p["source_id"], f"{p['rule']}\n({p['state']})", "", "", "")
-    return table
+def rules_table(rows: list[RuleRow], pins: list[dict[str, str]],
+                width: int | None = None) -> Table:
+    """The learned and configured URL rules, fitted to the terminal (``fitted_table``):
+    source ids and rule names whole, the example URLs in the rest (the first and last
+    seen times give way first in a narrow terminal)."""
+    body = [[r.source_id, f"{r.rule}\n({r.state})", f"{r.support} / {r.counterexamples}",
+             f"{r.first_seen:%m-%d %H:%M}\n{r.last_seen:%m-%d %H:%M}",
+             "\n".join(u for u in (r.example or "").split() if u != "=")] for r in rows]
+    body += [[p["source_id"], f"{p['rule']}\n({p['state']})", "", "", ""] for p in pins]
+    return fitted_table(f"{len(rows)} learned URL rule(s)",
+                        ["source", "rule (state)", "for/against", "seen", "example"], body,
+                        elastic=4, width=width, droppable=(3,))
 
 
 def crawl_cmd(
@@ -139,8 +133,7 @@ def submit_cmd(
     try:
         src = load_sources(sources_path(sources)).get(source)
     except KeyError as e:
-        fail(str(e))
-        raise
+        bad_input(str(e).strip('"'))
     except StratacrawlError as e:
         fail(e)
         raise
@@ -199,4 +192,5 @@ def url_rules_cmd(
     console.print(rules_table(rows, pins))
     for sid, c in canonicals.items():   # rel=canonical links met while learning
         console.print(f"{sid}: rel=canonical links used {c.used}; ignored: off-host "
-                      f"{c.off_host}, to a missing page {c.missing}, in a loop {c.looped}")
+                      f"{c.off_host}, to a missing page {c.missing}, in a loop {c.looped}",
+                      soft_wrap=False)   # (wrapped at the terminal's width, at spaces)

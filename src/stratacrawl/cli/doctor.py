@@ -7,12 +7,21 @@ import importlib.util
 import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
-from stratacrawl.cli.common import EXIT_BAD_INPUT, EXIT_TIER, JSON, console, emit_json, settings
+from stratacrawl.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_TIER,
+    JSON,
+    console,
+    emit_json,
+    find_sources,
+    settings,
+)
 from stratacrawl.errors import SourcesError, StratacrawlError
 
 if TYPE_CHECKING:   # (imported where used: `--help` stays quick)
@@ -92,15 +101,18 @@ def doctor(as_json: bool = JSON) -> None:
         say("Prefect", True, f"Prefect: {prefect_status(s)}")
     except StratacrawlError as e:
         say("Prefect", False, str(e))
-    if s.sources.exists() or "STRATACRAWL_SOURCES" in os.environ:
+    # the sources file every other command reads: given, here, or the platform's
+    found = find_sources(s.sources if "STRATACRAWL_SOURCES" in os.environ else None)
+    if found is not None:
         try:
-            parsed = load_sources(s.sources)
-            say("sources", True, f"sources: {s.sources} ({len(parsed.sources)} sources)")
+            parsed = load_sources(found)
+            say("sources", True, f"sources: {found} ({len(parsed.sources)} sources)")
         except SourcesError as e:
             for p in e.problems:
                 say("sources", False, p)
     else:
-        say("sources", None, f"sources: no {s.sources} here (set STRATACRAWL_SOURCES)")
+        say("sources", None, f"sources: none (no {s.sources} in {Path.cwd()}, no platform "
+                             "started by `stratacrawl up`; set STRATACRAWL_SOURCES)")
     _finish(checks, t0, as_json)
 
 

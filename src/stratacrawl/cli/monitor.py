@@ -18,10 +18,11 @@ from stratacrawl.cli.common import (
     bad_input,
     console,
     emit_json,
+    find_sources,
+    fitted_table,
     load_sources_file,
     run,
     settings,
-    short_url,
 )
 from stratacrawl.cli.help import group
 
@@ -38,6 +39,10 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
     from stratacrawl.hot.live import LiveMetrics
     from stratacrawl.wiring import open_app
 
+    found = find_sources(None)
+    if found is not None:   # an id the sources file lacks is bad input, its ids named
+        load_sources_file(found, source)
+
     async def main() -> list[dict[str, object]]:
         async with open_app(settings()) as c:
             return await LiveMetrics(redis=c.redis).trace(source, n)
@@ -49,19 +54,17 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
     console.print(trace_table(source, rows))
 
 
-def trace_table(source: str, rows: list[dict[str, object]]) -> Table:
-    """A source's last requests, newest first; URLs shortened in the middle (host and last
-    segment kept) and folded rather than cut, so the table reads in 80 columns."""
-    table = Table(title=f"{source}: last {len(rows)} requests")
-    # Fixed widths that add up to 80 columns with the borders (see ``rules_table``).
-    for col, width in (("time", 8), ("URL", 22), ("status", 6), ("ms", 6), ("bytes", 7),
-                       ("error", 8), ("worker", 10)):
-        table.add_column(col, overflow="fold", width=width)
-    for t in rows:
-        table.add_row(str(t["at"])[11:19], short_url(str(t["url"])), str(t.get("status") or ""),
-                      str(t["ms"]), str(t["bytes"]), str(t.get("error") or ""),
-                      str(t.get("worker") or ""))
-    return table
+def trace_table(source: str, rows: list[dict[str, object]], width: int | None = None) -> Table:
+    """A source's last requests, newest first, fitted to the terminal (``fitted_table``):
+    every field whole, the URL in the rest — whole when it fits, else shortened in the
+    middle (host and last segment kept) and wrapped after a "/" (the worker, then the
+    byte count, give way first in a narrow terminal)."""
+    body = [[str(t["at"])[11:19], str(t["url"]), str(t.get("status") or ""), str(t["ms"]),
+             str(t["bytes"]), str(t.get("error") or ""), str(t.get("worker") or "")]
+            for t in rows]
+    return fitted_table(f"{source}: last {len(rows)} requests",
+                        ["time", "URL", "status", "ms", "bytes", "error", "worker"], body,
+                        elastic=1, width=width, droppable=(4, 6))
 
 
 def _serve(sources: Path | None, port: int, evaluate_every: float | None, what: str) -> None:

@@ -45,3 +45,41 @@ def test_trace_and_rules_tables_keep_each_url_readable_in_80_columns() -> None:
                                  []), column=4)
     assert "drop-param:ref@/c/" in text and "(active)" in text, text   # on lines of its own
     assert rules == short_url(LONG) + short_url(LONG.split("?")[0]), rules
+
+
+def _words(text: str) -> set[str]:
+    return set(text.replace("│", " ").split())
+
+
+TRACE = [{"at": "2026-12-06T02:10:49.123+00:00", "url": LONG, "status": 500, "ms": 103.1,
+          "bytes": 20480, "error": "http-500", "worker": "w-0123abcd"},
+         {"at": "2026-12-06T02:10:48.001+00:00", "url": "http://127.0.0.11:40123/list/2",
+          "status": 200, "ms": 12.5, "bytes": 3100, "error": None, "worker": "w-0123abcd"}]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_tables_never_break_a_word_inside_a_cell(width: int) -> None:
+    """At 80 columns `trace` broke "statu/s", "http-5/00", "02:10:4/9", "103./1", and
+    `url-rules` its rule names and source ids: every header and value now stays whole."""
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(trace_table("news-1", TRACE, width=width))
+    text = console.export_text()
+    assert max(len(ln) for ln in text.splitlines()) <= width, text
+    assert {"time", "status", "ms", "error", "02:10:49", "500", "http-500", "103.1"} <= \
+        _words(text), text
+    now = datetime.now(UTC)
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(rules_table([RuleRow("products-12", "drop-param:sessionid@/p/", "active",
+                                       12, 0, f"{LONG} = {LONG.split('?')[0]}", now, now,
+                                       None)], [], width=width))
+    text = console.export_text()
+    assert max(len(ln) for ln in text.splitlines()) <= width, text
+    assert {"products-12", "drop-param:sessionid@/p/", "(active)", "12", "source"} <= \
+        _words(text), text
+
+
+def test_a_wide_terminal_shows_each_url_whole_on_one_line() -> None:
+    console = Console(width=200, record=True, force_terminal=False)
+    console.print(trace_table("news-1", TRACE, width=200))
+    text = console.export_text()
+    assert any(LONG in ln for ln in text.splitlines()), text
