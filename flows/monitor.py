@@ -17,7 +17,7 @@ async def monitor(sources_file: str | None = None) -> dict[str, int]:
         sources = flow_sources(comps.settings)
         ev = await step("evaluate alert rules", lambda: evaluate(
             comps.redis, comps.pool, sources, hold_s=comps.settings.alert_hold_s, emit=emit))
-    lines = [f"- **{f.level} {f.rule}** {sid}: {f.message}" for sid, f, _ in ev.fired]
+    lines = [f"- **{f.level} {f.rule}** {f.message}" for _, f, _ in ev.fired]   # (names its source)
     lines += [f"- pending {f.level} {f.rule} {sid} ({held:.0f} s)" for sid, f, held in ev.pending]
     lines += [f"- resolved {rule} {sid}" for sid, rule in ev.resolved]
     await publish("stratacrawl-monitor", f"Monitor: {len(ev.fired)} fired, {len(ev.pending)} "

@@ -57,13 +57,16 @@ def test_sim_break_breaks_a_running_source_and_fix_mends_it(tmp_path: Path) -> N
         broken = cli("sim", "break", target.id, "--errors", "1.0", "--slow", "--sources",
                      str(path))
         assert broken.returncode == 0, broken.stderr
-        assert f"{target.id}: broken" in broken.stdout
+        assert f"{target.id}: broken — 100% of answers 5xx, answers in ~4 s" in broken.stdout
+        assert "{" not in broken.stdout   # said in words, not a Python dict
         state = httpx.get(target.base_url + "/_sim/control").json()["behaviour"]
         assert state["error_rate"] == 1.0 and state["latency_median_ms"] == 4000.0
         assert httpx.get(specs[0].base_url + "/_sim/control").json()["behaviour"][
             "error_rate"] == 0.0   # the other source is untouched
         mended = cli("sim", "break", target.id, "--fix", "--sources", str(path))
         assert mended.returncode == 0, mended.stderr
+        assert "mended — 0% of answers 5xx, usual latency" in mended.stdout, mended.stdout
+        assert "alert fires" not in mended.stdout
         state = httpx.get(target.base_url + "/_sim/control").json()["behaviour"]
         assert state["error_rate"] == 0.0 and state["latency_median_ms"] == 0.0
         nothing = cli("sim", "break", target.id, "--sources", str(path))

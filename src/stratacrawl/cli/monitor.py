@@ -120,11 +120,11 @@ def monitor_cmd(sources: Path | None = SOURCES, as_json: bool = JSON) -> None:
                         for sid, f, held in ev.pending],
             "resolved": [{"source": sid, "rule": rule} for sid, rule in ev.resolved]})
     else:
-        for sid, f, alert_id in ev.fired:
-            console.print(f"[red]FIRED[/] {f.level} {f.rule} {escape(sid)}: "
-                          f"{escape(f.message)} (alert {alert_id})")
-        for sid, f, held in ev.pending:
-            console.print(f"pending {f.level} {f.rule} {escape(sid)}: {escape(f.message)} "
+        for _, f, alert_id in ev.fired:   # (a finding's message names its source)
+            console.print(f"[red]FIRED[/] {f.level} {f.rule} {escape(f.message)} "
+                          f"(alert {alert_id})")
+        for _, f, held in ev.pending:
+            console.print(f"pending {f.level} {f.rule} {escape(f.message)} "
                           f"(held {held:.0f} s)")
         for sid, rule in ev.resolved:
             console.print(f"[green]resolved[/] {rule} {escape(sid)}")

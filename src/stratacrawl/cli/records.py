@@ -224,6 +224,9 @@ def expectations_init(
                   f"in {config_path(s).parent}; folders in {variables}")
 
 
+SEVERITY_LEVEL = {"critical": "P1", "warning": "P2", "info": "P3"}
+
+
 def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),
                as_json: bool = JSON) -> None:
     """Open alerts (format anomalies, failed checks), newest first."""
@@ -237,10 +240,11 @@ def alerts_cmd(kind: str | None = typer.Option(None, help="Only this kind."),
             emit_json(alerts)
             return
         table = Table(title=f"{len(alerts)} open alert(s)")
-        for col in ("raised", "kind", "source", "severity", "message"):
+        for col in ("raised", "level", "kind", "source", "message"):
             table.add_column(col)
-        for a in alerts:
-            table.add_row(f"{a.raised_at:%Y-%m-%d %H:%M}", a.kind, a.source_id or "", a.severity,
+        for a in alerts:   # levels as everywhere else (P0-P3); old rows by their severity
+            level = a.level or SEVERITY_LEVEL.get(a.severity, a.severity)
+            table.add_row(f"{a.raised_at:%Y-%m-%d %H:%M}", level, a.kind, a.source_id or "",
                           a.message)
         console.print(table)
 

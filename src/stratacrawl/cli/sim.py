@@ -7,6 +7,7 @@ import json
 import signal
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 import uvloop
@@ -134,10 +135,12 @@ def break_cmd(
     errors: float | None = typer.Option(None, min=0.0, max=1.0,
                                         help="Share of requests answered 5xx (1.0: all; no "
                                              "Retry-After, so no hold)."),
-    slow: bool = typer.Option(False, help=BREAKS["slow"] + "."),
-    redesign: bool = typer.Option(False, help=BREAKS["redesign"] + "."),
-    stop: bool = typer.Option(False, help=BREAKS["stop"] + "."),
-    fix: bool = typer.Option(False, help="Undo every break of the source."),
+    slow: bool = typer.Option(False, "--slow", help=BREAKS["slow"] + ".", show_default=False),
+    redesign: bool = typer.Option(False, "--redesign", help=BREAKS["redesign"] + ".",
+                                  show_default=False),
+    stop: bool = typer.Option(False, "--stop", help=BREAKS["stop"] + ".", show_default=False),
+    fix: bool = typer.Option(False, "--fix", help="Undo every break of the source.",
+                             show_default=False),
     sources: Path | None = SOURCES,
 ) -> None:
     """Break a source of a running simulator (`sim serve`, `up --demo`) to see the alerts
@@ -166,7 +169,23 @@ def break_cmd(
     if answer.status_code != 200:
         fail(f"{source}: {control} answered {answer.status_code}: {answer.text[:200]}")
     state = answer.json()["behaviour"]
-    shown = {k: state.get(k) for k in ("error_rate", "latency_median_ms", "redesign")}
-    console.print(f"{source}: {'mended' if fix else 'broken'} — {shown}, publishing "
-                  f"{values.get('publishing', 'as before')}. The next fetch runs see it; an "
-                  "alert fires once its condition held for STRATACRAWL_ALERT_HOLD_S.")
+    if "publishing" in values:
+        state["publishing"] = values["publishing"]
+    if fix:
+        console.print(f"{source}: mended — {describe(state)}. The next fetch runs see it; "
+                      "its alerts resolve once their conditions clear.")
+    else:
+        console.print(f"{source}: broken — {describe(state)}. The next fetch runs see it; "
+                      "an alert fires once its condition held for STRATACRAWL_ALERT_HOLD_S.")
+
+
+def describe(behaviour: dict[str, Any]) -> str:
+    """A simulated source's behaviour as a person reads it."""
+    errors = float(behaviour.get("error_rate") or 0.0)
+    latency = float(behaviour.get("latency_median_ms") or 0.0)
+    said = [f"{errors:.0%} of answers 5xx",
+            f"answers in ~{latency / 1000:g} s" if latency else "usual latency",
+            "pages redesigned (fields missing)" if behaviour.get("redesign") else "usual layout"]
+    if "publishing" in behaviour:
+        said.append("publishing new items" if behaviour["publishing"] else "no new items")
+    return ", ".join(said)

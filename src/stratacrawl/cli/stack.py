@@ -113,7 +113,7 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
     console.print(f"Prefect API:  {stack.api_url}   (export PREFECT_API_URL={stack.api_url})")
     for tier, url in (("Redis", endpoints.redis_url), ("Elasticsearch", endpoints.elasticsearch_url),
                       ("PostgreSQL", endpoints.database_url)):
-        console.print(f"{tier + ':':<14}{redact(url)}")
+        console.print(f"{tier + ':':<13} {redact(url)}")
     if sources.exists():
         console.print(f"Ops page:     {ops}   (Data Docs: {ops}/docs/)")
     console.print("recovery: a run of recovery/recovery was started on the worker")

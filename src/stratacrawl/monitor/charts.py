@@ -101,7 +101,8 @@ def line_chart(title: str, series: Series, t0: float, t1: float, *, unit: str = 
 
 def alert_timeline(spans: Sequence[tuple[datetime, datetime | None, str, str | None, str]],
                    t0: float, t1: float, now: float) -> str:
-    """Each alert as a bar from raised to resolved (or now), coloured by level."""
+    """Each alert as a bar from raised to resolved (or now), coloured by level; its lane
+    says its level, and the bar its kind and source."""
     colour = {"P0": "#c00", "P1": "#e33", "critical": "#e33", "P2": "#e90", "warning": "#e90"}
     row_h, w = 14, WIDTH - PAD_L - 8
     height = PAD_T + max(len(spans), 1) * row_h + PAD_B
@@ -124,7 +125,9 @@ def alert_timeline(spans: Sequence[tuple[datetime, datetime | None, str, str | N
                      f"height='{row_h - 3}' fill='{colour.get(level, '#888')}'>"
                      f"<title>{escape(label)}</title></rect>"
                      f"<text x='{PAD_L - 4}' y='{y + 9}' font-size='9' text-anchor='end'>"
-                     f"{escape(level)}</text>")
+                     f"{escape(level)}</text>"
+                     f"<text class='alert-kind' x='{min(x + 3, WIDTH - 120):.1f}' y='{y + 9}' "
+                     f"font-size='9'>{escape(label.split(' ', 1)[1].strip())}</text>")
     parts.append("</svg>")
     return "".join(parts)
 

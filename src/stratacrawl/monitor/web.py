@@ -50,6 +50,7 @@ STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{bor
          "margin-right:6px;text-decoration:none;color:#444}"
          ".strip .fail{background:#d33}")
 WINDOWS_H = (1, 6, 24, 72)
+DEFAULT_WINDOW_H = 24   # the most the default window grows to
 DOCS_PATH = "/docs/"   # where the ops server serves the Data Docs folder
 # Swaps in the charts of a fresh copy of this page every minute (no reload, no libraries).
 REFRESH = ("<script>setInterval(async()=>{try{const r=await fetch(location.href);"
@@ -180,22 +181,31 @@ class OpsApp:
         return await latest_per_source(self.pool)
 
     async def _charts(self, request: web.Request, source_id: str | None, now: float) -> str:
-        """The charts block of a page, over ``?hours=`` (default 24), with the window links.
-        The last minutes of hot's counters are rolled up first (all that hot still holds,
-        two hours, every ten minutes), so the charts are current without an evaluator."""
+        """The charts block of a page, over ``?hours=`` with the window links; by default
+        the smallest window (up to 24 h) that holds all the data there is, so a platform's
+        first hour is not a sliver at the edge of a day. The last minutes of hot's
+        counters are rolled up first (all that hot still holds, two hours, every ten
+        minutes), so the charts are current without an evaluator."""
         try:
-            hours = float(request.query.get("hours", 24))
+            asked = float(request.query["hours"]) if "hours" in request.query else None
         except ValueError:
             raise web.HTTPBadRequest(text="hours: expected a number") from None
-        if not 0 < hours <= 24 * 7:
+        if asked is not None and not 0 < asked <= 24 * 7:
             raise web.HTTPBadRequest(text="hours: between 0 and 168")
         full = now - self._rolled_at > 600
         await roll_up(self.pool, self.redis, self.sources.ids,
                       minutes=120 if full else 2, now=now)
         if full:
             self._rolled_at = now
+        hours = asked or DEFAULT_WINDOW_H
         since = datetime.fromtimestamp(now - hours * 3600, UTC)
         rows = await read_minutes(self.pool, since, source_id)
+        if asked is None and rows:   # the smallest window that holds the oldest minute
+            age_h = (now - min(r.minute for r in rows).timestamp()) / 3600
+            hours = next((h for h in WINDOWS_H if h >= age_h), DEFAULT_WINDOW_H)
+            hours = min(hours, DEFAULT_WINDOW_H)
+            since = datetime.fromtimestamp(now - hours * 3600, UTC)
+            rows = [r for r in rows if r.minute >= since]
         spans = await alert_spans(self.pool, since, source_id)
         links = " · ".join(f"<b>{h} h</b>" if h == hours else f"<a href='?hours={h}'>{h} h</a>"
                            for h in WINDOWS_H)

@@ -46,6 +46,8 @@ def test_charts_sum_sources_per_minute_and_draw_the_alert_timeline() -> None:
     assert len(_points(pages, "requests")) == 3  # one point a minute, both sources summed
     assert "mean over window 10 ms" in html
     assert html.count("class='alert'") == 1 and "P1 success_rate a" in html
+    # the lane reads by kind, not "P1 P1 P2": the bar carries its kind and source
+    assert "class='alert-kind'" in html and ">success_rate a</text>" in html
 
 
 def test_time_ticks_are_distinct_and_gaps_stay_gaps() -> None:
