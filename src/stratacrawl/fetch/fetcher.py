@@ -2,8 +2,11 @@
 
 httpx is the API; the transport is aiohttp's (``httpx-aiohttp``) with its decompression
 off, so raw bytes stream in and are decoded here under the size cap. Redirects are
-followed by hand: every hop is checked against robots and the private-network rule,
-counted, and a loop is detected by canonical URL.
+followed by hand: every hop is a new request under the rules a link obeys — the
+source's ``allow`` scope, the private-network rule, the target's robots.txt, the source's
+pace — counted, and a loop is detected by canonical URL. A hop out of scope is never
+requested: the fetch ends ``redirect-out-of-scope`` (terminal, no retry) with the target
+as its final URL.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from stratacrawl.urls import canonicalize, check_target
 log = logging.getLogger(__name__)
 REDIRECTS = {301, 302, 303, 307, 308}
 MAX_REDIRECTS = 5
+REDIRECT_OUT_OF_SCOPE = "redirect-out-of-scope"
 # Bodies past LARGE_BODY_BYTES (raw or decoded) are read LARGE_BODIES_AT_ONCE at a time per
 # process: a body costs twice its size while read (the chunks, then the joined body), so
 # what large pages can cost at once is bounded (4 x 2 x 5 MB), whatever the concurrency.
@@ -180,6 +184,9 @@ class Fetcher:
                         check_target(key, allow_private=source.allow_private_networks)
                     except InvalidURL as e:
                         return done(Verdict(Kind.TERMINAL, e.reason), redirects=hops)
+                    if hops and source.allow and not source.matches("allow", key):
+                        return done(Verdict(Kind.TERMINAL, REDIRECT_OUT_OF_SCOPE),
+                                    redirects=hops, final_url=current)
                     # A revisit is a loop only with the same cookies: a cookie-check redirect
                     # to the same URL (Set-Cookie, then back) is how sites start sessions.
                     state = (key, frozenset(client.cookies.items()))

@@ -50,3 +50,15 @@ class ListHop:
         if self.on_discovered is not None:
             self.on_discovered(page)
         return page
+
+    async def offer(self, source: Source, url: str) -> None:
+        """A redirect target the fetch did not follow (out of the source's scope), offered
+        to discovery like a link on a page: queued if the source's rules take it, else
+        counted where discovery counts what it drops."""
+        try:
+            found = await self.discovery.discover(source, None, [url])
+        except Exception as e:  # a tier away: a dropped offer loses nothing fetched
+            log.warning("fetch: redirect target %s not offered to discovery (%r)", url, e)
+            return
+        if self.on_discovered is not None:
+            self.on_discovered(found)

@@ -31,7 +31,7 @@ from stratacrawl.cold.staging import StagedFetch, make_row, to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
 from stratacrawl.errors import InvalidURL
-from stratacrawl.fetch.fetcher import Fetcher, SourceClient
+from stratacrawl.fetch.fetcher import REDIRECT_OUT_OF_SCOPE, Fetcher, SourceClient
 from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.outage import Outage
 from stratacrawl.fetch.outcomes import outcome_for
@@ -376,6 +376,9 @@ class FetchWorker:
                         if result.body else None)
         same = changed(task.content_hash, result.status, content_hash) is False
         page = None
+        if (self.hop is not None and result.final_url
+                and result.verdict.reason == REDIRECT_OUT_OF_SCOPE):
+            await self.hop.offer(source, result.final_url)
         if self.hop is not None and to_discover(result.verdict.success, task.kind,
                                                 result.body, same):
             page = await self.hop(source, task, result, fetched)

@@ -53,6 +53,10 @@ class Request(Protocol):
     def size(self) -> int: ...
     @property
     def trace_id(self) -> str: ...
+    @property
+    def final_url(self) -> str | None: ...
+    @property
+    def redirects(self) -> list[str]: ...
 
 
 FLUSH_S = 1.0
@@ -153,7 +157,8 @@ class LiveMetrics:
                 "at": r.fetched_at.isoformat(), "url": r.url, "url_hash": url_hash,
                 "status": r.status, "ms": round(r.elapsed_ms, 1), "bytes": r.size,
                 "error": None if ok else r.verdict.reason, "worker": worker,
-                "trace_id": r.trace_id})
+                "trace_id": r.trace_id,
+                "to": r.final_url if r.redirects and r.final_url != r.url else None})
         if len(lines) > 2 * TRACE_LEN:   # only the last TRACE_LEN are sent
             del lines[:-TRACE_LEN]
 

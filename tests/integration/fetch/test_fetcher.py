@@ -74,3 +74,52 @@ async def test_large_bodies_are_read_a_few_at_a_time(
     assert all(len(r.body) == len(b"<html>") + LARGE_BODY_BYTES + len(b"</html>")
                for r in results)
     assert fetcher.large_bodies_reading == 0   # every turn given back
+
+
+async def test_a_redirect_out_of_scope_is_never_followed(comps: Components) -> None:
+    """An in-scope item answering 301, 302 or a protocol-relative redirect to a loopback
+    host:port no source allows: nothing reaches that host (its robots.txt neither), the
+    fetch ends `redirect-out-of-scope` (terminal, not retried) naming the target; a move
+    on the same host is followed as before."""
+    hits: list[str] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.Response(text="<html><title>OUT OF SCOPE</title></html>",
+                            content_type="text/html")
+
+    other_app = web.Application()
+    other_app.router.add_get("/{tail:.*}", elsewhere)
+    async with serving(other_app) as other:
+        host_port = other.removeprefix("http://")
+
+        async def moved(request: web.Request) -> web.Response:
+            targets = {"301": (301, f"{other}/x"), "302": (302, f"{other}/y"),
+                       "proto": (301, f"//{host_port}/z"), "same": (301, "/item/new")}
+            status, location = targets[request.match_info["how"]]
+            return web.Response(status=status, headers={"Location": location})
+
+        async def item(request: web.Request) -> web.Response:
+            return web.Response(text="<html><title>moved here</title></html>",
+                                content_type="text/html")
+
+        app = web.Application()
+        app.router.add_get("/old/{how}", moved)
+        app.router.add_get("/item/new", item)
+        async with serving(app) as base:
+            source = parse_sources({"sources": [{
+                "id": "s", "seeds": [f"{base}/old/same"], "allow": [f"^{base}/"],
+                "rate": 1000.0, "robots": "obey", "allow_private_networks": True}]}).sources[0]
+            fetcher = Fetcher(politeness=comps.politeness, robots=RobotsCache(redis=comps.redis))
+            client = SourceClient(source)
+            try:
+                results = {how: await fetcher.fetch(client, source, f"{base}/old/{how}")
+                           for how in ("301", "302", "proto", "same")}
+            finally:
+                await client.aclose()
+    assert hits == []     # not a page, not a robots.txt
+    for how, path in (("301", "/x"), ("302", "/y"), ("proto", "/z")):
+        r = results[how]
+        assert r.verdict.reason == "redirect-out-of-scope" and not r.verdict.level1_retry, r
+        assert r.final_url == f"{other}{path}" and r.attempt == 1 and r.body == b""
+    assert results["same"].verdict.success and results["same"].final_url == f"{base}/item/new"
