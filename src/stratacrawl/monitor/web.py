@@ -35,6 +35,7 @@ from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SourceMetrics, collect
+from stratacrawl.monitor.files import ConfinedFiles
 from stratacrawl.monitor.history import roll_up
 from stratacrawl.monitor.prom import registry
 from stratacrawl.monitor.rules import findings
@@ -137,7 +138,7 @@ class OpsApp:
             self.docs_dir.mkdir(parents=True, exist_ok=True)
             app.router.add_get("/docs", self._docs_index)
             app.router.add_get("/docs/", self._docs_index)
-            app.router.add_static("/docs/", self.docs_dir, follow_symlinks=False)
+            app.router.add_get("/docs/{path:.+}", ConfinedFiles(self.docs_dir).handle)
         app.cleanup_ctx.append(self._evaluator)
         return app
 
