@@ -71,9 +71,13 @@ def crash_unresponsive(heartbeat_s: int) -> Automation:
 
 def webhook_block(url: str) -> CustomWebhookNotificationBlock:
     """The default alert channel: a JSON POST a chat hook or an HTTP receiver can read
-    (``text`` is what Slack/Mattermost-style incoming webhooks show)."""
+    (``text`` is what Slack/Mattermost-style incoming webhooks show). A webhook URL is a
+    credential (its path or query carries the token), so it is kept among the block's
+    secrets — masked in Prefect's API and UI like the tier blocks' URLs — and the block's
+    plain ``url`` field is only the template that names it."""
     return CustomWebhookNotificationBlock(
-        name=ALERT_BLOCK, url=url, method="POST",
+        name=ALERT_BLOCK, url="{{webhook_url}}", method="POST",
+        secrets={"webhook_url": url},  # type: ignore[arg-type]
         json_data={"text": "{{subject}}\n{{body}}", "subject": "{{subject}}", "body": "{{body}}"})
 
 

@@ -327,7 +327,7 @@ def _describe(err: Any) -> tuple[str, str]:
     loc = ".".join(str(p) for p in err["loc"]) or "(source)"
     if err["type"] == "extra_forbidden":
         return loc, "unknown key"
-    msg = err["msg"].removeprefix("Value error, ")
+    msg = clip(err["msg"].removeprefix("Value error, "), 200)   # (it may quote the input)
     return loc, msg
 
 
@@ -346,7 +346,7 @@ def parse_sources(data: Any, path: str = "<sources>") -> SourcesFile:
     seen: dict[str, int] = {}
     for i, entry in enumerate(raw):
         sid = entry.get("id") if isinstance(entry, dict) else None
-        label = f"source {sid!r}" if sid else f"source #{i + 1}"
+        label = f"source {clip(str(sid))!r}" if sid else f"source #{i + 1}"
         if not isinstance(entry, dict):
             problems.append(f"{path}: {label}: expected a mapping")
             continue

@@ -216,6 +216,11 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
                  "--alert-webhook", hook, "--ops-port", str(ops), env=env, timeout=300)
         assert up.returncode == 0, up.stdout + up.stderr
         assert "no sources file" not in up.stdout
+        # the webhook URL is a secret of its block: masked when read without secrets
+        documents = httpx.post(f"{api}/block_documents/filter",
+                               json={"include_secrets": False}, timeout=10).json()
+        alert_block = next(d for d in documents if d["name"] == "stratacrawl-alerts")
+        assert hook not in json.dumps(alert_block), alert_block
         # the ops page, and the Data Docs one click away under it
         assert f"Ops page:     http://127.0.0.1:{ops}" in up.stdout, up.stdout
         assert httpx.get(f"http://127.0.0.1:{ops}/", timeout=30).status_code == 200

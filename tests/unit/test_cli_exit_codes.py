@@ -4,6 +4,8 @@ configuration, 3 a tier unreachable, 70 a crash, 130 interrupted."""
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,19 @@ def test_a_crash_exits_70_with_its_traceback_and_ctrl_c_130(
     with pytest.raises(SystemExit) as exc:
         cli_module.main()
     assert exc.value.code == 130
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:PgSecret%PW1@127.0.0.1:5432/db",
+                                 "postgresql://u:PgSecretPW1@127.0.0.1:1/db",
+                                 "host=127.0.0.1 port=1 user=u password=PgSecretPW1 dbname=db"])
+def test_a_database_url_never_prints_its_password(url: str, tmp_path: Path) -> None:
+    """A malformed URL printed its password in the parser's error ("invalid
+    percent-encoded token"); an unreachable one must not either."""
+    from tests.support.processes import cli
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATACRAWL_")}
+    env.update(STRATACRAWL_DATABASE_URL=url, STRATACRAWL_STATE_DIR=str(tmp_path),
+               STRATACRAWL_CONNECT_TIMEOUT_S="2")
+    done = cli("recover", env=env, timeout=120)
+    assert done.returncode in (2, 3), done.stdout + done.stderr
+    assert "PgSecret" not in done.stdout + done.stderr, done.stderr

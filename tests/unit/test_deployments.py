@@ -108,3 +108,16 @@ def test_the_readmes_flows_table_lists_every_deployment_and_its_schedule() -> No
     for name, (flow, schedule) in expected.items():
         assert rows[name][0] == flow, name
         assert _schedule_text(schedule) in rows[name][1], (name, rows[name][1])
+
+
+def test_the_alert_webhook_url_is_a_secret_of_its_block() -> None:
+    """The webhook URL (its token included) came back whole from Prefect's API with
+    secrets excluded, while the tier blocks showed ********: it is now a secret the
+    block's URL template names, sent as the URL all the same."""
+    from deployments.automations import webhook_block
+
+    url = "https://hooks.example.com/services/T000/B000/XoxSecretToken"
+    block = webhook_block(url)
+    shown = block.model_dump_json()   # what Prefect's API returns without secrets
+    assert "XoxSecretToken" not in shown and "{{webhook_url}}" in shown, shown
+    assert block._build_request_args("body", "subject")["url"] == url

@@ -156,3 +156,19 @@ def test_a_seed_outside_allow_is_refused() -> None:
     # trailing slash is in scope.
     parse_sources({"sources": [{"id": "n", "allow": [r"^https://news\.example/"],
                                 "seeds": ["https://NEWS.example"]}]})
+
+
+def test_long_user_input_is_clipped_in_messages() -> None:
+    """A 10,000-character source id was echoed whole in a 10,113-character error line."""
+    from stratacrawl.errors import SourcesError
+    from stratacrawl.sources import parse_sources
+
+    long_id = "a" * 10_000
+    with pytest.raises(SourcesError) as caught:
+        parse_sources({"sources": [{"id": long_id, "seeds": ["https://x.example/"]}]})
+    assert caught.value.problems and all(len(p) < 300 for p in caught.value.problems)
+    assert "…" in caught.value.problems[0]
+    ok = parse_sources({"sources": [{"id": "news-1", "seeds": ["https://x.example/"]}]})
+    with pytest.raises(KeyError) as missing:
+        ok.get("b" * 10_000)
+    assert len(str(missing.value)) < 300 and "it has news-1" in str(missing.value)

@@ -42,10 +42,29 @@ def conninfo(url: str) -> dict[str, str]:
     try:
         params = {k: str(v) for k, v in conninfo_to_dict(text).items() if v is not None}
     except ProgrammingError as e:
-        raise ConfigError(f"database URL {redact(text)!r}: {redact(str(e).strip())}") from None
+        raise ConfigError(f"database URL {redact(text)!r}: {_scrubbed(str(e).strip(), text)}"
+                          ) from None
     if not params.get("dbname"):
         raise ConfigError(f"database URL {redact(text)!r}: names no database (dbname)")
     return params
+
+
+def _scrubbed(message: str, url: str) -> str:
+    """A parser's message about ``url`` without what redaction hides in it: libpq quotes
+    the token it could not read (``invalid percent-encoded token: "S3cret%PW"``), which
+    may be the password, so every quoted piece of the URL that its redacted form lacks
+    becomes ``***``."""
+    import re
+
+    from stratacrawl.redact import redact
+
+    shown = redact(url)
+
+    def hide(m: re.Match[str]) -> str:
+        token = m.group(2)
+        return m.group(0) if token not in url or token in shown else f"{m.group(1)}***{m.group(1)}"
+
+    return redact(re.sub(r"([\"'])(.+?)\1", hide, message))
 
 
 def libpq_url(url: str) -> str:
