@@ -8,6 +8,7 @@ file, the source id and the field.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -43,12 +44,46 @@ def _check_duration(value: str | None) -> str | None:
     return value
 
 
+# ``allow``, ``follow`` and ``items`` are the user's regular expressions, run on every link
+# a crawl finds — text from strangers. They run on RE2, whose time is linear in the URL
+# whatever the pattern (Python's backtracking engine takes exponential time on a pattern
+# like ``(a+)+$`` and a URL built to defeat it). RE2 has no backreferences or lookaround:
+# such a pattern is refused with the way out.
+_NOT_LINEAR = ("backreferences (\\1) and lookaround ((?=…), (?!…), (?<=…), (?<!…)) need a "
+               "backtracking engine; rewrite the pattern without them (often: match the text "
+               "itself, or split it into several patterns)")
+
+
+@functools.cache
+def _re2_options() -> Any:
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False     # (its C++ logger would print each refusal to stderr)
+    options.never_capture = True   # only whether it matches is asked
+    return options
+
+
+@functools.lru_cache(maxsize=4096)
+def _any_of(patterns: tuple[str, ...]) -> Any:
+    """One RE2 program matching wherever any of ``patterns`` does."""
+    import re2
+
+    return re2.compile("|".join(f"(?:{p})" for p in patterns), _re2_options())
+
+
 def _check_regexes(values: list[str]) -> list[str]:
+    import re2
+
     for v in values:
         try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"bad regular expression {v!r}: {e}") from None
+            re2.compile(v, _re2_options())
+        except re2.error as e:
+            reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+            if "perl operator" in reason or "escape sequence: \\" in reason:
+                raise ValueError(f"{clip(v)!r} cannot run in linear time ({reason}): "
+                                 f"{_NOT_LINEAR}") from None
+            raise ValueError(f"bad regular expression {clip(v)!r}: {reason}") from None
     return values
 
 
@@ -299,8 +334,9 @@ class Source(_Strict):
         return types
 
     def matches(self, kind: Literal["allow", "follow", "items"], url: str) -> bool:
+        """Whether any pattern of ``kind`` matches ``url`` (RE2: linear time)."""
         patterns: list[str] = getattr(self, kind)
-        return any(re.search(p, url) for p in patterns)
+        return bool(patterns) and _any_of(tuple(patterns)).search(url.encode()) is not None
 
 
 class SourcesFile(BaseModel):
@@ -327,7 +363,7 @@ def _describe(err: Any) -> tuple[str, str]:
     loc = ".".join(str(p) for p in err["loc"]) or "(source)"
     if err["type"] == "extra_forbidden":
         return loc, "unknown key"
-    msg = clip(err["msg"].removeprefix("Value error, "), 200)   # (it may quote the input)
+    msg = clip(err["msg"].removeprefix("Value error, "), 400)   # (it may quote the input)
     return loc, msg
 
 

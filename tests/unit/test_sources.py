@@ -172,3 +172,28 @@ def test_long_user_input_is_clipped_in_messages() -> None:
     with pytest.raises(KeyError) as missing:
         ok.get("b" * 10_000)
     assert len(str(missing.value)) < 300 and "it has news-1" in str(missing.value)
+
+
+def test_url_patterns_run_in_linear_time_and_backtracking_ones_are_refused() -> None:
+    """`allow`/`follow`/`items` run on RE2: `(a+)+$`, exponential in Python's engine on
+    an URL built against it, answers at once; a pattern RE2 cannot run (backreference,
+    lookaround) is refused naming source and field, with the way out."""
+    import time
+
+    source = parse_sources({"sources": [{"id": "s", "seeds": ["https://x.example/"],
+                                         "items": ["(a+)+$"], "follow": [r"/list/\d+"]}]}
+                           ).sources[0]
+    hostile = "https://x.example/" + "a" * 5000 + "!"
+    t0 = time.perf_counter()
+    assert not source.matches("items", hostile)
+    assert time.perf_counter() - t0 < 1.0    # Python's re: longer than the universe
+    assert source.matches("items", "https://x.example/aaa")
+    assert source.matches("follow", "https://x.example/list/3")
+    for pattern, field in ((r"/(\d+)/\1", "items"), (r"/list/(?!0)", "follow"),
+                           (r"(?<=/)x", "allow")):
+        with pytest.raises(SourcesError) as caught:
+            parse_sources({"sources": [{"id": "news-1", "seeds": ["https://x.example/"],
+                                        field: [pattern]}]})
+        (problem,) = caught.value.problems
+        assert f"source 'news-1': {field}: " in problem, problem
+        assert "cannot run in linear time" in problem and "rewrite the pattern" in problem
