@@ -1,5 +1,6 @@
-"""loadtest: the seed's load test as a benchmark (3 workers, 200 sources, 10 minutes;
-``--quick``: 3 workers, 60 sources, 2 minutes). Baseline: the seed's 1,500 pages/s.
+"""loadtest: the load test as a benchmark (3 workers, 200 sources, 10 minutes;
+``--quick``: 3 workers, 60 sources, 2 minutes). Baseline: the 1,500 pages/s the platform
+is sized for.
 Workers are Prefect workers of a process work pool running the fetch deployment (the
 production path); ``STRATACRAWL_LOADTEST_VIA=processes`` runs plain crawl processes."""
 

@@ -19,7 +19,7 @@ from stratacrawl.loadtest.processes import ChildProcess, Usage
 from stratacrawl.loadtest.result import LoadTestResult, Sample
 from stratacrawl.monitor.histogram import LatencyHistogram
 
-# What the simulator injects as the seed's normal noise; failures for these reasons are
+# What the simulator injects as a real site's normal noise; failures for these reasons are
 # the simulated web's, not the crawler's (success rate is also reported with them).
 INJECTED = ("http-500", "http-502", "http-503", "http-504", "connection-reset",
             "transport-error")

@@ -76,8 +76,9 @@ def build_specs(n: int, seed: int, *, epoch: datetime | None = None, first_host:
                 noise: bool = False) -> list[SourceSpec]:
     """``n`` sources: kinds in turn (news, products, prices), each on ``127.0.0.<first_host+i>``.
 
-    ``noise`` gives every source the seed's normal noise (latency, a little 5xx and
-    resets); ``behaviour`` overrides everything with one behaviour for all.
+    ``noise`` gives every source a real site's normal noise (log-normal latency with a
+    median of ~1.6 s and a slow tail, 0.4 % 5xx, 0.2 % resets); ``behaviour`` overrides
+    everything with one behaviour for all.
     """
     epoch = epoch or default_epoch()
     rng = random.Random(f"specs:{seed}")
