@@ -64,12 +64,25 @@ def _re2_options() -> Any:
     return options
 
 
-@functools.lru_cache(maxsize=4096)
-def _any_of(patterns: tuple[str, ...]) -> Any:
-    """One RE2 program matching wherever any of ``patterns`` does."""
+URL_PATTERN_KINDS = ("allow", "follow", "items")
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_set(patterns: tuple[tuple[str, ...], ...]) -> tuple[Any, tuple[str, ...]]:
+    """One RE2 set of every pattern of a source (``patterns``: one tuple per kind of
+    :data:`URL_PATTERN_KINDS`) and the kind of each pattern in the set: a single pass
+    over a URL tells every kind it matches (~0.8 us, where three separate searches
+    through the binding cost ~5)."""
     import re2
 
-    return re2.compile("|".join(f"(?:{p})" for p in patterns), _re2_options())
+    found = re2.Set.SearchSet(_re2_options())
+    kinds = []
+    for kind, group in zip(URL_PATTERN_KINDS, patterns, strict=True):
+        for p in group:
+            found.Add(p)
+            kinds.append(kind)
+    found.Compile()
+    return found, tuple(kinds)
 
 
 def _check_regexes(values: list[str]) -> list[str]:
@@ -335,8 +348,14 @@ class Source(_Strict):
 
     def matches(self, kind: Literal["allow", "follow", "items"], url: str) -> bool:
         """Whether any pattern of ``kind`` matches ``url`` (RE2: linear time)."""
-        patterns: list[str] = getattr(self, kind)
-        return bool(patterns) and _any_of(tuple(patterns)).search(url.encode()) is not None
+        return bool(getattr(self, kind)) and kind in self.kinds_of(url)
+
+    def kinds_of(self, url: str) -> frozenset[str]:
+        """Which of ``allow``, ``follow``, ``items`` have a pattern matching ``url``."""
+        if not (self.allow or self.follow or self.items):
+            return frozenset()
+        found, kinds = _pattern_set((tuple(self.allow), tuple(self.follow), tuple(self.items)))
+        return frozenset(kinds[i] for i in found.Match(url.encode()) or ())   # (None: none)
 
 
 class SourcesFile(BaseModel):

@@ -51,13 +51,15 @@ class DiscoveryStats:
         self.dropped.update(other.dropped)
 
 
-def classify(source: Source, url: str) -> str | None:
-    """``list``, ``item`` or ``None`` (out of scope) for a canonical URL of this source."""
-    if source.allow and not source.matches("allow", url):
+def classify(source: Source, url: str, kinds: frozenset[str] | None = None) -> str | None:
+    """``list``, ``item`` or ``None`` (out of scope) for a canonical URL of this source
+    (``kinds``: its :meth:`Source.kinds_of`, when the caller has them)."""
+    kinds = source.kinds_of(url) if kinds is None else kinds
+    if source.allow and "allow" not in kinds:
         return None
-    if source.matches("items", url):
+    if "items" in kinds:
         return "item"
-    if source.matches("follow", url):
+    if "follow" in kinds:
         return "list"
     return None
 
@@ -106,8 +108,10 @@ class Discovery:
                 continue
             # ``allow`` bounds every path but the seeds (an urgent submission too); within
             # it, a URL matching neither follow nor items takes ``default_kind``.
-            in_scope = kind is not None or not source.allow or source.matches("allow", canonical)
-            link_kind = (kind or classify(source, canonical) or default_kind) if in_scope else None
+            kinds = source.kinds_of(canonical)
+            in_scope = kind is not None or not source.allow or "allow" in kinds
+            link_kind = (kind or classify(source, canonical, kinds) or default_kind
+                         ) if in_scope else None
             if link_kind is None:
                 stats.dropped["out-of-scope"] += 1
                 continue
