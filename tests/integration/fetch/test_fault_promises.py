@@ -208,6 +208,15 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     assert "as cold expects" in step.result  # nothing more to do
 
 
+async def _synced_in_cold_only(comps: Components, n: int) -> None:
+    """``n`` URLs cold says warm holds, while warm is empty."""
+    async with comps.pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
+            "warm_synced_at) SELECT md5(i::text)::uuid, 's1', 'http://s1.test/p/' || i, now(), 200, "
+            "now() FROM generate_series(1, %s) AS i", (n,))
+
+
 async def test_a_large_refill_is_bounded_and_finished_by_demotion(
         comps: Components, monkeypatch: pytest.MonkeyPatch) -> None:
     """Recovery re-indexes a bounded share of a lost warm tier itself (at 10 M URLs an
@@ -218,11 +227,7 @@ async def test_a_large_refill_is_bounded_and_finished_by_demotion(
     monkeypatch.setattr(recovery_module, "REFILL_BATCH", 1000)
     monkeypatch.setattr(recovery_module, "REFILL_NOW_ROUNDS", 1)
     n = 2500
-    async with comps.pool.connection() as conn:   # URLs cold says warm holds; warm is empty
-        await conn.execute(
-            "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
-            "warm_synced_at) SELECT md5(i::text)::uuid, 's1', 'http://s1.test/p/' || i, now(), 200, "
-            "now() FROM generate_series(1, %s) AS i", (n,))
+    await _synced_in_cold_only(comps, n)
     step = next(s for s in (await comps.recovery().run()).steps
                 if s.name.startswith("re-index warm"))
     assert step.result.startswith(f"re-indexed 1000 of {n} URLs"), step.result
@@ -266,11 +271,7 @@ async def test_a_re_index_cut_short_is_finished_by_the_next_recovery(
     monkeypatch.setattr(recovery_module, "REFILL_BATCH", 1000)
     monkeypatch.setattr(recovery_module, "REFILL_NOW_ROUNDS", 1)
     n = 2200
-    async with comps.pool.connection() as conn:   # URLs cold says warm holds; warm is empty
-        await conn.execute(
-            "INSERT INTO url_state (url_hash, source_id, url, last_crawled, http_status, "
-            "warm_synced_at) SELECT md5(i::text)::uuid, 's1', 'http://s1.test/p/' || i, now(), 200, "
-            "now() FROM generate_series(1, %s) AS i", (n,))
+    await _synced_in_cold_only(comps, n)
     index = f"{comps.runtime.layout.alias('url_dedup')}-*"
     results = []
     for _ in range(3):

@@ -12,13 +12,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from stratacrawl.cold.db import ensure_database
-from stratacrawl.crawl import crawl
+from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.services import Endpoints
 from stratacrawl.services.embedded import EmbeddedPostgres, free_port
 from stratacrawl.settings import Settings
@@ -58,11 +60,11 @@ async def _assert_consistent(c: Components, truth: dict[str, list[dict[str, obje
     assert states <= {"SUCCEEDED", "FAILED", "PENDING", "RETRY_WAIT", "REDUNDANT"}
 
 
-async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_path: Path,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
-    """PostgreSQL stops for 12 s mid-crawl: the rows a flush could not land go to the spool
-    and back, the crawl pauses its claims until PostgreSQL answers; nothing is lost."""
-    caplog.set_level(logging.WARNING, logger="stratacrawl.fetch.outage")
+@contextlib.asynccontextmanager
+async def _through_a_postgres_outage(settings: Settings, tmp_path: Path
+                                     ) -> AsyncIterator[tuple[CrawlReport, Components, Any]]:
+    """A crawl of a small site on an embedded PostgreSQL that stops for 12 s mid-crawl and
+    comes back: yields (the crawl's report, its components, the simulator's truth)."""
     pg = EmbeddedPostgres(tmp_path / "pgstate")
     running, _ = pg.ensure()
     try:
@@ -84,15 +86,23 @@ async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_p
                 await asyncio.to_thread(pg.stop)          # PostgreSQL goes away mid-crawl
                 await asyncio.sleep(12)                   # longer than the pool waits
                 await asyncio.to_thread(pg.ensure)        # and comes back
-                report = await run
-                # The crawl saw the outage: rows spooled (a flush failed) or claims paused
-                # (either or both, by when in a batch PostgreSQL went away).
-                paused = any("claims paused" in r.getMessage() for r in caplog.records)
-                assert report.writer is not None and (report.writer.spooled > 0 or paused)
-                assert not list((tmp_path / "state" / "spool").glob("*.batch"))
-                await _assert_consistent(c, st.sim.truth())
+                yield await run, c, st.sim.truth()
     finally:
         pg.stop()
+
+
+async def test_postgres_outage_mid_crawl_loses_nothing(settings: Settings, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL stops for 12 s mid-crawl: the rows a flush could not land go to the spool
+    and back, the crawl pauses its claims until PostgreSQL answers; nothing is lost."""
+    caplog.set_level(logging.WARNING, logger="stratacrawl.fetch.outage")
+    async with _through_a_postgres_outage(settings, tmp_path) as (report, c, truth):
+        # The crawl saw the outage: rows spooled (a flush failed) or claims paused
+        # (either or both, by when in a batch PostgreSQL went away).
+        paused = any("claims paused" in r.getMessage() for r in caplog.records)
+        assert report.writer is not None and (report.writer.spooled > 0 or paused)
+        assert not list((tmp_path / "state" / "spool").glob("*.batch"))
+        await _assert_consistent(c, truth)
 
 
 async def test_kill_9_mid_batch_then_restart_loses_nothing(comps: Components,
@@ -209,41 +219,18 @@ async def test_postgres_outage_with_the_spool_disk_full_loses_nothing(
     from tests.support.processes import fill, small_disk
 
     caplog.set_level(logging.WARNING)
-    pg = EmbeddedPostgres(tmp_path / "pgstate")
-    running, _ = pg.ensure()
     spool = tmp_path / "state" / "spool"
     with small_disk(spool, 64) as mounted:
         if not mounted:
             pytest.skip("this machine does not allow mounting a tmpfs")
         fill(spool)
-        try:
-            db_url = ensure_database(running.url, "stratacrawl")
-            s = settings.model_copy(update={"database_url": db_url,
-                                            "state_dir": tmp_path / "state"})
-            rt = Runtime(s, Endpoints(s.redis_url or "", s.elasticsearch_url or "", db_url,
-                                      frozenset({"elasticsearch"})))
-            await rt.prepare()
-            specs = small_site(2, hosts(), backlog=60)
-            with SimulatorThread(specs) as st:
-                sources = sources_for(specs, rate=6.0)
-                async with open_components(rt) as c:
-                    run = asyncio.create_task(crawl(c, sources, until_idle=True, seconds=180,
-                                                    flush_rows=10, flush_s=0.3))
-                    deadline = time.monotonic() + 60
-                    while await _staged_count(c) < 20 and time.monotonic() < deadline:
-                        await asyncio.sleep(0.2)
-                    await asyncio.to_thread(pg.stop)
-                    await asyncio.sleep(12)
-                    await asyncio.to_thread(pg.ensure)
-                    report = await run
-                    assert report.writer is not None and report.writer.spooled == 0
-                    assert report.writer.unstaged_at_close == 0
-                    said = [r.getMessage() for r in caplog.records]
-                    # (whether a flush met the outage depends on when in a batch it came)
-                    assert report.writer.held == 0 or any(
-                        "spool cannot be written" in m for m in said), said
-                    assert not [r for r in caplog.records if r.exc_info], said
-                    assert not list(spool.glob("*.tmp")) and not list(spool.glob("*.batch"))
-                    await _assert_consistent(c, st.sim.truth())
-        finally:
-            pg.stop()
+        async with _through_a_postgres_outage(settings, tmp_path) as (report, c, truth):
+            assert report.writer is not None and report.writer.spooled == 0
+            assert report.writer.unstaged_at_close == 0
+            said = [r.getMessage() for r in caplog.records]
+            # (whether a flush met the outage depends on when in a batch it came)
+            assert report.writer.held == 0 or any(
+                "spool cannot be written" in m for m in said), said
+            assert not [r for r in caplog.records if r.exc_info], said
+            assert not list(spool.glob("*.tmp")) and not list(spool.glob("*.batch"))
+            await _assert_consistent(c, truth)
