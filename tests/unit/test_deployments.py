@@ -121,3 +121,15 @@ def test_the_alert_webhook_url_is_a_secret_of_its_block() -> None:
     shown = block.model_dump_json()   # what Prefect's API returns without secrets
     assert "XoxSecretToken" not in shown and "{{webhook_url}}" in shown, shown
     assert block._build_request_args("body", "subject")["url"] == url
+
+
+def test_the_pull_step_finds_the_checkout_from_any_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow run starts in the project folder even where its worker's working directory
+    is elsewhere: the checkout the package is installed from holds prefect.yaml."""
+    from stratacrawl.stack import set_project_directory
+
+    monkeypatch.delenv("STRATACRAWL_PROJECT_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    where = Path(set_project_directory()["directory"])
+    assert (where / "prefect.yaml").exists() and Path.cwd() == where

@@ -43,7 +43,7 @@ def project_root() -> Path:
     working directory, else the checkout this package is installed from."""
     configured = os.environ.get("STRATACRAWL_PROJECT_DIR")
     candidates = [Path(configured)] if configured else []
-    for candidate in (*candidates, Path.cwd(), Path(__file__).resolve().parents[2]):
+    for candidate in (*candidates, Path.cwd(), Path(__file__).resolve().parents[3]):
         if (candidate / "prefect.yaml").exists():
             return candidate.resolve()
     raise ServiceStartError("Prefect", None, "no prefect.yaml in the working directory")
