@@ -37,17 +37,6 @@ def raise_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, terminated)
 
 
-def rearm() -> None:
-    """Install again, at the C level, the SIGINT and SIGTERM handlers Python holds. An
-    event loop that handled them (uvloop: libuv's signal watchers) puts the default
-    disposition back when it closes, behind Python's back: ``signal.getsignal`` still
-    names the handler while a SIGTERM would kill the process outright."""
-    for sig in SIGNALS:
-        handler = signal.getsignal(sig)
-        if handler is not None:
-            signal.signal(sig, handler)
-
-
 class StopSignals:
     """What the signals asked of the work running in this event loop."""
 

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
 from stratacrawl.settings import Settings
-from stratacrawl.signals import StopSignals, Terminated, rearm
+from stratacrawl.signals import StopSignals, Terminated
 
 if TYPE_CHECKING:
     from stratacrawl.sources import SourcesFile
@@ -93,8 +93,6 @@ def run(coro: Coroutine[Any, Any, T], signals: StopSignals | None = None) -> T:
         sys.exit(signals.exit_code or EXIT_TERMINATED)
     except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit(signals.exit_code or EXIT_INTERRUPTED)
-    finally:
-        rearm()   # (the loop's close left SIGTERM at its default: see signals.rearm)
 
 
 JSON = typer.Option(False, "--json", help="The report as one JSON document on standard output.")
