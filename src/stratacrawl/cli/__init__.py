@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import signal
 import sys
 import traceback
@@ -19,20 +20,21 @@ def main() -> None:
     this module; the commands and all they import would cost it ~2 s of CPU."""
     from stratacrawl.signals import Terminated, raise_on_sigterm
 
+    before = signal.getsignal(signal.SIGTERM)
     raise_on_sigterm()   # (first: a SIGTERM while the commands import ends cleanly too)
+    # Python's shutdown puts the default disposition back for the signals it handles
+    # before it frees its modules (a second or more with Great Expectations loaded): a
+    # SIGTERM then killed the process (-15) instead of letting it exit with the code it
+    # had settled. At shutdown the signal is ignored (an ignored signal is left as it is).
+    atexit.register(signal.signal, signal.SIGTERM, signal.SIG_IGN)
     try:
         _run_command()
     except Terminated:   # SIGTERM 143, Ctrl-C 130: a graceful stop's codes
         sys.exit(128 + 15)
     except KeyboardInterrupt:
         sys.exit(128 + 2)
-    finally:
-        # The command's work and exit code are settled. Python's shutdown then puts the
-        # default disposition back for signals it handles before it frees its modules (a
-        # second or more with Great Expectations loaded), and a SIGTERM then killed the
-        # process (-15) instead of letting it exit with its code. An ignored signal is
-        # left as it is.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    finally:   # a caller in this process (a test) gets its own handler back
+        signal.signal(signal.SIGTERM, before)
 
 
 def _run_command() -> None:
