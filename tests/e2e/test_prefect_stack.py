@@ -304,7 +304,11 @@ def test_a_restart_mid_run_resumes_and_a_second_platform_is_refused(tmp_path: Pa
     server is refused, exit 2 in one line naming the owner, and changes nothing."""
     port, ops = free_port(), free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("STRATACRAWL_", "PREFECT_"))}
-    env = {**base, "STRATACRAWL_STATE_DIR": str(tmp_path / "a")}
+    # Three fetch slots: after a restart the newest missed scheduled run, the operator's run
+    # and the next minute's scheduled run may all be running at once (a run lasts a minute
+    # plus its start), which two slots would rightly refuse; a slot leaked by the earlier
+    # life is still caught, by the slot count below.
+    env = {**base, "STRATACRAWL_STATE_DIR": str(tmp_path / "a"), "STRATACRAWL_FETCH_RUNS": "3"}
     api = f"http://127.0.0.1:{port}/api"
     args = ("up", "--port", str(port), "--demo", "--demo-sources", "1", "--ops-port", str(ops))
     try:
@@ -344,6 +348,7 @@ def test_a_restart_mid_run_resumes_and_a_second_platform_is_refused(tmp_path: Pa
         assert _state(api, run) == "CRASHED"
         runs = _runs(api, messages=True)
         assert not [r for r in runs if "concurrency limit" in r[2]], runs
+        _slots_match_live_runs(api, deps["fetch"])
         assert not [r for r in runs if r[1] in ("RUNNING", "PENDING") and r[0] != "fetch"
                     and r[0] != "cleaning"], runs
     finally:
@@ -353,6 +358,25 @@ def test_a_restart_mid_run_resumes_and_a_second_platform_is_refused(tmp_path: Pa
 
 
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+def _slots_match_live_runs(api: str, deployment_id: str) -> None:
+    """The deployment's concurrency limit holds one slot per run of it that is Pending or
+    Running now: none is held for a run of an earlier life. (Runs start and end beside
+    this check: it must hold at one moment within 30 s.)"""
+    seen = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        dep = httpx.get(f"{api}/deployments/{deployment_id}", timeout=10).json()
+        live = httpx.post(f"{api}/flow_runs/filter", json={
+            "flow_runs": {"state": {"type": {"any_": ["PENDING", "RUNNING"]}}},
+            "deployments": {"id": {"any_": [deployment_id]}}}, timeout=10).json()
+        held = dep["global_concurrency_limit"]["active_slots"]
+        if held == len(live):
+            return
+        seen.append((held, len(live)))
+        time.sleep(1)
+    raise AssertionError(f"slots held vs runs live, never equal: {seen}")
 
 
 def _state(api: str, run: dict) -> str:
