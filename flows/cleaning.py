@@ -1,5 +1,6 @@
-"""cleaning: staged pages → records (per-source rules or article extraction), format
-errors counted per source, anomalies raised when they jump."""
+"""cleaning: staged pages → records (per-source rules or article extraction), the pages
+cleaned last checked against each source's suite as they land (a collapse is a P1 alert),
+format errors counted per source, anomalies raised when they jump."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import date
 from prefect import flow
 from prefect.states import Failed, State
 
-from flows.common import flow_sources, load_settings, publish_table, step
+from flows.common import emit, flow_sources, load_settings, publish_table, step
 from stratacrawl.clean.parallel import default_processes
 from stratacrawl.tuning import tune_long_running
 from stratacrawl.wiring import open_app
@@ -32,9 +33,10 @@ async def cleaning(sources_file: str | None = None, minutes: float = 4.0,
         if reclean_source and reclean_day:
             reset = await step(f"reclean {reclean_source} {reclean_day}", lambda: comps.cleaner(
                 sources).reclean(reclean_source, reclean_day))
+        # the minute-level integrity check's alerts are Prefect events as they fire
         report = await step("clean staged pages", lambda: comps.clean(
             sources, seconds=minutes * 60, follow=follow,
-            processes=processes or default_processes()))
+            processes=processes or default_processes(), notify=emit))
     s = report.stats
     per_source = {sid: {"pages": v.pages, "records": v.records, "format_errors": v.format_errors}
                   for sid, v in s.sources.items()}

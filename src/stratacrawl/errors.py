@@ -25,6 +25,8 @@ costs the task no attempt.
 
 from __future__ import annotations
 
+from typing import Any
+
 CLIP = 80
 
 
@@ -126,10 +128,12 @@ class FormatError(StratacrawlError, Terminal):
     """A page answered but its content does not fit the source's extraction rules (the
     redesign that still answers 200). Not retried; the page stays staged for re-cleaning."""
 
-    def __init__(self, reason: str, *, url: str = "", missing: list[str] | None = None) -> None:
+    def __init__(self, reason: str, *, url: str = "", missing: list[str] | None = None,
+                 fields: dict[str, Any] | None = None) -> None:
         self.reason = reason
         self.url = url
         self.missing = missing or []
+        self.fields = fields    # what the rules did find (a page missing a required field)
         super().__init__(reason)
 
 

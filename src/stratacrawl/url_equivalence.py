@@ -111,6 +111,20 @@ def apply(rules: Iterable[Rule], canonical: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
+def candidates(rules: Iterable[Rule]) -> str:
+    """A PostgreSQL regular expression matching every URL that ``rules`` may rewrite (and
+    some they leave as they are): a cheap first look in SQL before :func:`apply`."""
+    parts = []
+    for r in rules:
+        if r.kind in ("drop-param", "rename-param"):
+            parts.append(f"[?&]{re.escape(r.arg.split('=', 1)[0])}=")
+        elif r.kind == "trailing-slash":
+            parts.append("://[^/]+/[^?#]*/([?#]|$)")
+        else:
+            parts.append("://[^/]+/[^?#]*[A-Z]")
+    return "|".join(sorted(set(parts))) or "$^"
+
+
 def explain(a: str, b: str) -> frozenset[Rule] | None:
     """The rules that make canonical URLs ``a`` and ``b`` (same content) one, or None
     when no rule of these kinds does (another host, another path)."""

@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # use cases a crawl process never runs: imported where they a
     from stratacrawl.clean.cleaner import Cleaner  # (trafilatura, lxml)
     from stratacrawl.clean.run import CleanReport
     from stratacrawl.tiers.sinking import SinkReport
+    from stratacrawl.validate.integrity import Notify
     from stratacrawl.validate.runner import Validator
 
 log = logging.getLogger(__name__)
@@ -260,14 +261,25 @@ class Components:
 
     async def clean(self, sources: SourcesFile, *, seconds: float | None = None,
                     source_ids: list[str] | None = None, follow: bool = False,
-                    processes: int = 1) -> CleanReport:
-        """One cleaning run (``processes`` > 1: that many cleaners, this one included)
-        and its format-anomaly check: what ``clean`` and the cleaning flow run."""
+                    processes: int = 1, notify: Notify | None = None) -> CleanReport:
+        """One cleaning run (``processes`` > 1: that many cleaners, this one included),
+        the minute-level integrity check of what it cleans as it goes (``notify`` hears
+        its alerts), and its format-anomaly check: what ``clean`` and the cleaning flow
+        run."""
         from stratacrawl.clean.run import clean_staged
+        from stratacrawl.validate.integrity import IntegrityCheck
 
-        return await clean_staged(self.pool, self.redis, sources, seconds=seconds,
-                                  source_ids=source_ids, follow=follow, processes=processes,
-                                  target=self.clean_target(sources))
+        check = IntegrityCheck(pool=self.pool, redis=self.redis, settings=self.settings,
+                               sources=sources)
+        done = asyncio.Event()
+        watch = asyncio.ensure_future(check.watch(done, notify, source_ids))
+        try:
+            return await clean_staged(self.pool, self.redis, sources, seconds=seconds,
+                                      source_ids=source_ids, follow=follow,
+                                      processes=processes, target=self.clean_target(sources))
+        finally:
+            done.set()
+            await watch
 
     def validator(self, settings: Settings | None = None) -> Validator:
         """Each source-day's GX checkpoint on these tiers (``settings``: other project,

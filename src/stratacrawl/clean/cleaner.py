@@ -9,6 +9,12 @@ re-cleaning after a rule fix (:meth:`Cleaner.reclean`).
 
 Parse results are cached in the hot tier for 30 minutes, keyed by the page's content and
 the source's rules, so an unchanged page fetched again is not parsed again.
+
+A record's identity is its item (``cold/records.py``): the canonical URL the page declares
+(or its final URL after redirects) under the source's URL rules, pinned and learned — the
+same rules that keep the frontier from fetching a variant twice — so a variant that was
+fetched anyway (before a rule was learned, or as a rule's verification fetch) updates the
+item's record instead of adding one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from typing import Any
 
 import orjson
@@ -29,17 +36,28 @@ from stratacrawl.clean.coerce import take_unknown_timezones
 from stratacrawl.clean.extract import Extracted, Extractor, Page, extractor_for
 from stratacrawl.clean.records import record_fingerprint
 from stratacrawl.clean.stats import CleanStats, SourceCleanStats
-from stratacrawl.cold.records import Record, UpsertResult, ensure_partitions, upsert
+from stratacrawl.cold.records import (
+    Record,
+    UpsertResult,
+    ensure_partitions,
+    keyed_under,
+    rekey,
+    upsert,
+)
 from stratacrawl.cold.staging import (
+    CleanOutcome,
     claim_for_cleaning,
     decode_body,
     mark_cleaned,
     requeue_for_cleaning,
 )
 from stratacrawl.errors import FormatError, InvalidURL
+from stratacrawl.frontier.url_rules import UrlRules
+from stratacrawl.hot import cleaned
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.parse_cache import PARSE_CACHE_TTL_S, ParseCache
 from stratacrawl.sources import Source, SourcesFile
+from stratacrawl.url_equivalence import Rule, apply, candidates
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 
 log = logging.getLogger(__name__)
@@ -49,6 +67,7 @@ YIELD_S = 0.005   # extraction hands the event loop over at least this often
 LANES = 3         # batches in flight: one extracting, one claiming, one landing
 POOL_SIZE = LANES + 1   # connections a cleaner needs: its lanes' and a partition's
 FOLLOW_POLL_S = 1.0     # ``follow`` with nothing staged: how often a cleaner looks again
+REKEY_S = 60.0          # how often a following cleaner looks for changed URL rules
 
 
 @dataclass
@@ -86,6 +105,7 @@ class Cleaner:
                  cache_ttl_s: int = PARSE_CACHE_TTL_S) -> None:
         self.pool = pool
         self.cache = ParseCache(redis=redis, ttl_s=cache_ttl_s) if redis is not None else None
+        self._redis = redis
         self.sources = sources
         self.batch_size = batch_size
         self._page_s: float | None = None   # extraction seconds a page, smoothed
@@ -94,6 +114,7 @@ class Cleaner:
                                                  digest_size=8).hexdigest()
                            for s in sources.sources}
         self._partitions: set[tuple[str, date]] = set()   # record partitions known to exist
+        self._url_rules = UrlRules(pool=pool, redis=redis)
         self._partitioning = asyncio.Lock()
 
     # -- one page ---------------------------------------------------------------------------
@@ -106,7 +127,7 @@ class Cleaner:
             missing = [f for f in source.required if rec.fields.get(f) in (None, "")]
             if missing:
                 raise FormatError(f"missing required field(s): {', '.join(missing)}",
-                                  url=page.url, missing=missing)
+                                  url=page.url, missing=missing, fields=rec.fields)
         return found
 
     # -- batches ----------------------------------------------------------------------------
@@ -133,6 +154,7 @@ class Cleaner:
                 result: UpsertResult = await upsert(
                     conn, records, [c.id for c in claimed if c.cleaned_before])
                 await mark_cleaned(conn, [(c.fetched_at, c.id) for c in claimed], outcomes)
+            await self._note_cleaned(records, claimed, outcomes)
         finally:
             if ahead:
                 lanes.ahead.release()
@@ -140,6 +162,24 @@ class Cleaner:
         stats.inserted, stats.updated, stats.replaced = (result.inserted, result.updated,
                                                          result.replaced)
         return stats
+
+    async def _note_cleaned(self, records: list[Record], claimed: list[_Claimed],
+                            outcomes: list[CleanOutcome]) -> None:
+        """The landed batch's items and format errors, into each source's window of pages
+        cleaned last (hot), which the minute-level integrity check reads."""
+        if self._redis is None:
+            return
+        entries: dict[str, list[str]] = {}
+        for r in records:
+            entries.setdefault(r.source_id, []).append(f"r:{r.url_hash}")
+        for c, o in zip(claimed, outcomes, strict=True):
+            if o.state == "format_error":
+                entries.setdefault(c.source_id, []).append(
+                    f"e:{c.fetched_at.isoformat()}|{c.id}")
+        try:
+            await cleaned.note(self._redis, entries)
+        except aioredis.RedisError as e:   # a minute of checking lost, nothing else
+            log.warning("clean: window of pages cleaned not written (%s)", e)
 
     async def _ensure_partitions(self, needed: set[tuple[str, date]]) -> None:
         """The record partitions of a batch, created on a connection of their own, outside
@@ -166,7 +206,7 @@ class Cleaner:
         self._page_s = page_s if self._page_s is None else 0.7 * self._page_s + 0.3 * page_s
 
     async def _clean(self, claimed: list[_Claimed],
-                     stats: CleanStats) -> tuple[list[Record], list[tuple[str, str | None, str | None]]]:
+                     stats: CleanStats) -> tuple[list[Record], list[CleanOutcome]]:
         # The cache key digests the body as stored (zstd, ~1/4 of the bytes to hash): equal
         # stored bytes are equal content; the same content compressed by another zstd
         # version gets a key of its own — a cache miss, never a wrong hit. A hit needs no
@@ -177,7 +217,8 @@ class Cleaner:
         cached = await self._cache_get(keys)
         fresh: dict[str, bytes] = {}
         records: list[Record] = []
-        outcomes: list[tuple[str, str | None, str | None]] = []
+        outcomes: list[CleanOutcome] = []
+        batch_rules: dict[str, tuple[Rule, ...]] = {}
         # Extraction is synchronous; between pages it lets the previous batch's landing
         # (in flight on the same loop) send its next statement. Held back for a whole
         # batch, that transaction would stay open — its locks held — for as long again.
@@ -213,20 +254,54 @@ class Cleaner:
             except FormatError as e:
                 s.format_errors += 1
                 s.reasons[e.reason] += 1
-                outcomes.append(("format_error", e.reason, encoding))
+                outcomes.append(CleanOutcome("format_error", e.reason, encoding, e.fields))
                 continue
+            rules = await self._rules_of(source, batch_rules)
             for ext in found:
-                records.append(self._record(c, page_url, ext))
+                records.append(self._record(c, page_url, ext, rules))
             s.records += len(found)
-            outcomes.append(("cleaned", None, encoding))
+            outcomes.append(CleanOutcome("cleaned", None, encoding))
         await self._cache_put(fresh)
         return records, outcomes
 
-    def _record(self, c: _Claimed, page_url: str, ext: Extracted) -> Record:
+    async def key_records_under_rules(self, source_ids: list[str] | None = None) -> int:
+        """When a source's URL rules changed since its records were keyed, move (or merge)
+        the records whose canonical URL a rule now rewrites to the item it names: a
+        variant fetched before its rule was learned becomes the one item's record.
+        Returns the records moved."""
+        ids = source_ids or self.sources.ids
+        known = await keyed_under(self.pool, ids)
+        moved = 0
+        for sid in ids:
+            pinned, learned = await self._url_rules.of(self.sources.get(sid))
+            rules = (*pinned, *learned)
+            texts = sorted(r.text() for r in rules)
+            if known.get(sid, []) == texts:
+                continue
+            n = await rekey(self.pool, sid, texts, candidates(rules), partial(apply, rules))
+            if n:
+                log.info("clean: %d record(s) of %s moved to the item a URL rule names "
+                         "(rules: %s)", n, sid, ", ".join(texts) or "none")
+            moved += n
+        return moved
+
+    async def _rules_of(self, source: Source,
+                        batch_rules: dict[str, tuple[Rule, ...]]) -> tuple[Rule, ...]:
+        """The source's URL rules, pinned and learned, read once a batch."""
+        rules = batch_rules.get(source.id)
+        if rules is None:
+            pinned, learned = await self._url_rules.of(source)
+            rules = batch_rules[source.id] = (*pinned, *learned)
+        return rules
+
+    def _record(self, c: _Claimed, page_url: str, ext: Extracted,
+                rules: tuple[Rule, ...]) -> Record:
         try:
             canonical = canonicalize(ext.canonical_url)
         except InvalidURL:
             canonical = canonicalize(page_url)
+        if rules:
+            canonical = apply(rules, canonical)
         return Record(source_id=c.source_id, day=c.fetched_at.date(),
                       fingerprint=record_fingerprint(c.source_id, canonical, ext.fields),
                       url=page_url, canonical_url=canonical, url_hash=canonical_fingerprint(canonical),
@@ -259,7 +334,7 @@ class Cleaner:
         # ``LANES`` batches in flight: while one is extracted here, the next one's claim
         # (its pages' bodies, a few MB) and the last one's landing run in PostgreSQL, on a
         # core of its own (see :class:`_Lanes`). Claims skip locked pages, so no two
-        # batches share one; records are written in fingerprint order, so landings side
+        # batches share one; records are written in item order, so landings side
         # by side never deadlock.
         shared = _Lanes()
         # (a pool smaller than ``POOL_SIZE``: fewer lanes, one connection left for partitions)
@@ -275,15 +350,26 @@ class Cleaner:
                     continue                                 # look every FOLLOW_POLL_S
                 total.merge(batch)
 
+        await self.key_records_under_rules(source_ids)
+
+        async def rekeying() -> None:   # a following cleaner: rules change as it runs
+            while follow:
+                await asyncio.sleep(REKEY_S)
+                try:
+                    await self.key_records_under_rules(source_ids)
+                except Exception as e:   # the next look tries again; cleaning goes on
+                    log.warning("clean: records not keyed under new URL rules yet: %s", e)
+
         lanes = [asyncio.ensure_future(lane()) for _ in range(n)]
+        watcher = asyncio.ensure_future(rekeying())
         try:
             done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()   # a lane's error is the run's
         finally:  # an error or a cancellation: batches in flight roll back (reclaimed later)
-            for task in lanes:
+            for task in (*lanes, watcher):
                 task.cancel()
-            await asyncio.gather(*lanes, return_exceptions=True)
+            await asyncio.gather(*lanes, watcher, return_exceptions=True)
         total.seconds = time.monotonic() - t0
         return total
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import zstandard
 from psycopg import AsyncConnection, AsyncCursor
@@ -292,19 +292,31 @@ async def claim_for_cleaning(conn: AsyncConnection, source_ids: Sequence[str],
     return list(await cur.fetchall())
 
 
+class CleanOutcome(NamedTuple):
+    """What cleaning a staged page came to."""
+    state: str                              # cleaned, format_error
+    error: str | None = None
+    encoding: str | None = None             # what its text was read in (None: not known)
+    fields: dict[str, Any] | None = None    # a format error's fields the rules did find
+
+
 async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int]],
-                       outcomes: Sequence[tuple[str, str | None, str | None]]) -> None:
-    """Each page's clean state (``cleaned``, ``format_error``, …), error, and the encoding
-    its text was read in (None: not known, e.g. a page cleaned from the parse cache by an
-    older version; the one stored stays), in the transaction that claimed the pages."""
+                       outcomes: Sequence[CleanOutcome]) -> None:
+    """Each page's clean state, error, the encoding its text was read in (None: not known,
+    e.g. a page cleaned from the parse cache by an older version; the one stored stays)
+    and a format error's partial fields (``clean_fields``), in the transaction that
+    claimed the pages."""
     await conn.execute(
         "UPDATE staging s SET clean_state = u.state, clean_error = u.err, cleaned_at = now(), "
-        "encoding = COALESCE(u.enc, s.encoding) "
+        "encoding = COALESCE(u.enc, s.encoding), clean_fields = u.fields::jsonb "
         "FROM (SELECT unnest(%b::timestamptz[]) AS fa, unnest(%b::bigint[]) AS id, "
-        "unnest(%b::text[]) AS state, unnest(%b::text[]) AS err, unnest(%b::text[]) AS enc) u "
+        "unnest(%b::text[]) AS state, unnest(%b::text[]) AS err, unnest(%b::text[]) AS enc, "
+        "unnest(%b::text[]) AS fields) u "
         "WHERE s.fetched_at = u.fa AND s.id = u.id",
-        ([k[0] for k in keys], [k[1] for k in keys], [o[0] for o in outcomes],
-         [o[1] for o in outcomes], [o[2] for o in outcomes]))
+        ([k[0] for k in keys], [k[1] for k in keys], [o.state for o in outcomes],
+         [o.error for o in outcomes], [o.encoding for o in outcomes],
+         [None if o.fields is None else json.dumps(o.fields, ensure_ascii=False, default=str)
+          for o in outcomes]))
 
 
 async def requeue_for_cleaning(db: Db, source_id: str, day: date) -> int:
@@ -312,7 +324,7 @@ async def requeue_for_cleaning(db: Db, source_id: str, day: date) -> int:
     (after a rule fix an unchanged page may yield what its earlier fetch did not)."""
     async with connection(db) as conn:
         cur = await conn.execute(
-            "UPDATE staging SET clean_state = 'new', clean_error = NULL "
+            "UPDATE staging SET clean_state = 'new', clean_error = NULL, clean_fields = NULL "
             "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
             "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error', 'unchanged')",
             (source_id, day, day))

@@ -99,7 +99,8 @@ def _uncount(counts: Counter[str], key: str) -> None:
 class UrlRules:
     """Each source's active rules (cached in hot and in-process) and their mining."""
 
-    def __init__(self, *, pool: AsyncConnectionPool, redis: HotRedis) -> None:
+    def __init__(self, *, pool: AsyncConnectionPool, redis: HotRedis | None) -> None:
+        """``redis``: the hot tier, where active rules are published; ``None``, cold only."""
         self.pool = pool
         self.redis = redis
         self._cache: dict[str, tuple[float, tuple[Rule, ...]]] = {}
@@ -125,10 +126,12 @@ class UrlRules:
         return source.url_rules.pinned, await self.active(source.id, source.url_rules.forbidden)
 
     async def _learned(self, source_id: str) -> tuple[Rule, ...]:
-        try:
-            published = await caches.url_rules(self.redis, source_id)
-        except Exception:   # hot away: cold answers
-            published = None
+        published = None
+        if self.redis is not None:
+            try:
+                published = await caches.url_rules(self.redis, source_id)
+            except Exception:   # hot away: cold answers
+                published = None
         if published is not None:
             return tuple(Rule.parse(t) for t in published)
         rows = await load_rules(self.pool, source_id)
@@ -137,6 +140,8 @@ class UrlRules:
         return tuple(Rule.parse(t) for t in texts)
 
     async def _publish(self, source_id: str, texts: Sequence[str]) -> None:
+        if self.redis is None:
+            return
         try:
             await caches.publish_url_rules(self.redis, source_id, texts)
         except Exception as e:   # a cache: cold stays the truth

@@ -61,6 +61,12 @@ def url_rules(source_id: str) -> str:
     return _source(source_id, "url_rules")
 
 
+def cleaned_window(source_id: str) -> str:
+    """List of the source's pages cleaned last (newest first): what the minute-level
+    integrity check looks at (``r:<item URL hash>``, ``e:<fetched at>|<staging id>``)."""
+    return _source(source_id, "cleaned")
+
+
 def recrawl_budget(source_id: str, day: str) -> str:
     """Re-fetches the source asked for on a UTC day (``YYYY-MM-DD``), against its budget."""
     return _source(source_id, f"recrawl:{day}")

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import inspection as q
 
-TABLES = ("tasks", "url_state", "staging", "records", "record_keys", "validation_results",
+TABLES = ("tasks", "url_state", "staging", "records", "record_items", "validation_results",
           "alerts", "alert_snapshots", "page_snapshots")
 
 

@@ -153,3 +153,11 @@ def write_source(context: Any, source: Source, *, overwrite: bool = False) -> li
             actions=[UpdateDataDocsAction(name="data-docs", site_names=[SITE])]))
         written.append("checkpoint")
     return written
+
+
+def committed_suite(settings: Settings, source_id: str) -> Any | None:
+    """The source's suite as the committed project holds it, or None (no project, or no
+    suite for the source yet); reads, never writes."""
+    if not config_path(settings).exists():
+        return None
+    return _get(open_project(settings).suites, suite_name(source_id))

@@ -434,7 +434,8 @@ async def test_an_unchanged_page_is_not_extracted_again_nor_a_json_page_by_selec
     finally:
         await runner.cleanup()
     second = await cleaner.run()
-    assert second.pages == 1 and second.inserted == 1        # only the changed page
+    # only the changed page, whose item's record it updates
+    assert (second.pages, second.inserted, second.updated) == (1, 0, 1)
     got = await states()
     assert got["1"] == [("cleaned", None), ("unchanged", None)]
     assert got["2"] == [("cleaned", None), ("cleaned", None)]

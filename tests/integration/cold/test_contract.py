@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+import psycopg.types.json
 import pytest
 
 from stratacrawl.cold import db
@@ -87,6 +88,58 @@ async def test_migrations_go_down_and_up_again_with_rows_kept(cold_comps: Compon
         outbox = await (await conn.execute("SELECT url_hashes FROM warm_outbox")).fetchall()
     assert [r[:3] for r in rows] == [(h, h, h) for h in expected] and rows[0][3] == "uuid"
     assert outbox == [(expected,)]
+
+
+async def test_duplicate_records_of_an_item_are_merged_by_the_migration(
+        cold_comps: Components) -> None:
+    """At revision 0025 an item re-crawled with changed content had a record per content
+    (here three, over two days, and an item seen once). Up to head: one record per item,
+    in its first day, with the newest content, its versions counted and its first-seen
+    time kept; ``record_items`` names each. Down again: the records stay."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = cold_comps.runtime.database_url
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    cfg.attributes["url"] = db.sqlalchemy_url(url)
+    command.downgrade(cfg, "0025")
+    d1, d2 = datetime(2026, 1, 1, 10, tzinfo=UTC), datetime(2026, 1, 2, 10, tzinfo=UTC)
+    rows = [  # (fingerprint, canonical URL, crawled at, v, created at)
+        ("fa", "http://x.test/item/1", d1, 1, d1),
+        ("fb", "http://x.test/item/1", d1 + timedelta(hours=2), 2, d1 + timedelta(hours=2)),
+        ("fc", "http://x.test/item/1", d2, 3, d2),
+        ("fd", "http://x.test/item/2", d2, 1, d2)]
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        for day in (d1.date(), d2.date()):
+            conn.execute("SELECT sc_ensure_record_partition('s1', %s)", (day,))
+        for fp, canonical, crawled, v, created in rows:
+            conn.execute(
+                "INSERT INTO records (source_id, day, fingerprint, url, canonical_url, url_hash, "
+                "crawled_at, fields, created_at) VALUES ('s1', %s, %s, %s, %s, %s, %s, %s, %s)",
+                (crawled.date(), fp, canonical, canonical, fingerprint(canonical), crawled,
+                 psycopg.types.json.Jsonb({"v": v}), created))
+            conn.execute("INSERT INTO record_keys (fingerprint, source_id, day) "
+                         "VALUES (%s, 's1', %s)", (fp, crawled.date()))
+    command.upgrade(cfg, "head")
+    query = ("SELECT canonical_url, day, fingerprint, fields, version, created_at, crawled_at "
+             "FROM records ORDER BY canonical_url")
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        got = conn.execute(query).fetchall()
+        items = conn.execute("SELECT url_hash, day FROM record_items ORDER BY day").fetchall()
+    assert got == [
+        ("http://x.test/item/1", d1.date(), "fc", {"v": 3}, 3, d1, d2),
+        ("http://x.test/item/2", d2.date(), "fd", {"v": 1}, 1, d2, d2)]
+    assert items == [(fingerprint("http://x.test/item/1"), d1.date()),
+                     (fingerprint("http://x.test/item/2"), d2.date())]
+    command.downgrade(cfg, "0025")
+    with psycopg.connect(db.libpq_url(url)) as conn:
+        kept = conn.execute("SELECT canonical_url, fingerprint FROM records "
+                            "ORDER BY canonical_url").fetchall()
+        keys = conn.execute("SELECT count(*) FROM record_keys").fetchone()
+    assert kept == [("http://x.test/item/1", "fc"), ("http://x.test/item/2", "fd")]
+    assert keys == (2,)
+    command.upgrade(cfg, "head")
 
 
 async def test_the_ledger_queues_claims_finishes_and_retires(cold_comps: Components) -> None:

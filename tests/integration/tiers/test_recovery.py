@@ -47,7 +47,7 @@ async def assert_nothing_lost(c: Components, truth: dict[str, list[dict[str, obj
         stuck = await (await conn.execute(
             "SELECT count(*) FROM tasks WHERE state IN ('LEASED', 'FETCHING')")).fetchone()
         keys = await (await conn.execute(
-            "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM record_keys)")).fetchone()
+            "SELECT (SELECT count(*) FROM records) - (SELECT count(*) FROM record_items)")).fetchone()
     assert orphans == (0,) and dup == (0,) and stuck == (0,) and keys == (0,)
 
 

@@ -41,9 +41,10 @@ def source(**changes: Any) -> Source:
 
 async def land(comps: Components, src: Source, n: int, *, day: date | None = None,
                edit: Any = None, duplicate: int = 0) -> None:
-    """``n`` records of ``src`` on ``day`` (today), first seen five minutes before the day's
-    end (or before now, but within the day); ``edit(i, fields)`` spoils some; ``duplicate``
-    more records re-use URLs."""
+    """``n`` records of ``src`` on ``day`` (today), items of their own (URLs of the day),
+    first seen five minutes before the day's end (or before now, but within the day);
+    ``edit(i, fields)`` spoils some; ``duplicate`` more records re-use URLs under item keys
+    of their own (a store the cleaner did not write: the uniqueness check still holds)."""
     day = day or today()
     start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
     seen = max(start, min(datetime.now(UTC), start + timedelta(days=1)) - timedelta(minutes=5))
@@ -56,9 +57,9 @@ async def land(comps: Components, src: Source, n: int, *, day: date | None = Non
             fields["name"] += " (again)"
         if edit:
             edit(i, fields)
-        url = f"http://shop.test/p/{k}"
+        url = f"http://shop.test/{day}/p/{k}"
         records.append(Record(src.id, day, record_fingerprint(src.id, url, fields), url, url,
-                              f"h{k}", i, None, None, seen, fields))
+                              f"h{i}-{day}", i, None, None, seen, fields))
     await ensure_partitions(comps.pool, {(r.source_id, r.day) for r in records})
     async with comps.pool.connection() as conn, conn.transaction():
         await upsert(conn, records)
