@@ -15,7 +15,11 @@ down_revision = "0026"
 
 def upgrade() -> None:
     op.execute("ALTER TABLE staging ADD COLUMN clean_fields jsonb")
+    # page_snapshots keeps staging's columns in staging's order (retention copies rows
+    # with SELECT *)
+    op.execute("ALTER TABLE page_snapshots ADD COLUMN clean_fields jsonb")
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE page_snapshots DROP COLUMN clean_fields")
     op.execute("ALTER TABLE staging DROP COLUMN clean_fields")
