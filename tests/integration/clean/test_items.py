@@ -13,10 +13,10 @@ from aiohttp import web
 
 from stratacrawl.cold.tasks import NewTask
 from stratacrawl.crawl import crawl
-from stratacrawl.services.embedded import free_port
 from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.urls import canonical_fingerprint
 from stratacrawl.wiring import Components
+from tests.support.sites import serving
 
 pytestmark = pytest.mark.integration
 
@@ -51,15 +51,9 @@ class Site:
 @pytest.fixture
 async def site() -> AsyncIterator[Site]:
     s = Site()
-    runner = web.AppRunner(s.app())
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    s.base = f"http://127.0.0.1:{port}"
-    try:
+    async with serving(s.app()) as base:
+        s.base = base
         yield s
-    finally:
-        await runner.cleanup()
 
 
 def _sources(base: str, pin: list[str]) -> SourcesFile:

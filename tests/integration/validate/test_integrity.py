@@ -13,11 +13,11 @@ from aiohttp import web
 from stratacrawl.cold.alerts import open_alerts
 from stratacrawl.cold.tasks import NewTask
 from stratacrawl.crawl import crawl
-from stratacrawl.services.embedded import free_port
 from stratacrawl.sources import SourcesFile, parse_sources
 from stratacrawl.urls import canonical_fingerprint
 from stratacrawl.validate.integrity import INTEGRITY, IntegrityCheck
 from stratacrawl.wiring import Components
+from tests.support.sites import serving
 
 pytestmark = pytest.mark.integration
 ITEMS = 30
@@ -47,15 +47,9 @@ class Shop:
 @pytest.fixture
 async def shop() -> AsyncIterator[Shop]:
     s = Shop()
-    runner = web.AppRunner(s.app())
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    s.base = f"http://127.0.0.1:{port}"
-    try:
+    async with serving(s.app()) as base:
+        s.base = base
         yield s
-    finally:
-        await runner.cleanup()
 
 
 def _sources(base: str) -> SourcesFile:
