@@ -108,17 +108,35 @@ FieldType = Literal["text", "int", "float", "price", "date", "datetime", "url"]
 
 
 class FieldRule(_Strict):
-    """How to extract one field: a CSS selector or an XPath, and a type to coerce to."""
+    """How to extract one field, and a type to coerce it to. Exactly one source:
+
+    - ``css`` or ``xpath``: the first element matching (its text, or ``attr``);
+    - ``jsonld``: a path into the page's schema.org JSON-LD, ``Type.key.key`` (the first
+      object of that ``@type``, then keys; a list takes its first element), e.g.
+      ``Product.offers.price``;
+    - ``microdata``: the same path into the page's schema.org microdata
+      (``itemtype``/``itemprop``), e.g. ``Product.brand.name``;
+    - ``label``: the value a label names — the element after the first ``th``, ``dt``,
+      ``label`` or other short element whose whole text is the label (case and a
+      trailing colon aside), or the text after the label in its own element: a
+      label/value table whose row order differs from page to page.
+    """
 
     css: str | None = None
     xpath: str | None = None
-    attr: str | None = None  # take an attribute instead of the text
+    jsonld: str | None = None
+    microdata: str | None = None
+    label: str | None = None
+    attr: str | None = None  # take an attribute instead of the text (css, xpath, label)
     type: FieldType = "text"
 
     @model_validator(mode="after")
     def _one_selector(self) -> FieldRule:
-        if (self.css is None) == (self.xpath is None):
-            raise ValueError("give exactly one of css or xpath")
+        given = [k for k in ("css", "xpath", "jsonld", "microdata", "label")
+                 if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of css, xpath, jsonld, microdata or label"
+                             + (f" (given: {', '.join(given)})" if given else ""))
         if self.css is not None:
             try:
                 parsel.Selector(text="<html></html>").css(self.css)
@@ -129,7 +147,20 @@ class FieldRule(_Strict):
                 etree.XPath(self.xpath)
             except etree.XPathSyntaxError as e:
                 raise ValueError(f"bad XPath {self.xpath!r}: {e}") from None
+        for kind in ("jsonld", "microdata"):
+            path = getattr(self, kind)
+            if path is not None and not re.fullmatch(r"[A-Za-z][\w-]*(\.[@\w-]+)+", path):
+                raise ValueError(f"bad {kind} path {path!r}: Type.key[.key…], e.g. "
+                                 "Product.offers.price")
+        if self.label is not None and not self.label.strip():
+            raise ValueError("label: the text of the label, e.g. Price")
+        if self.attr is not None and (self.jsonld or self.microdata):
+            raise ValueError("attr goes with css, xpath or label, not a structured-data path")
         return self
+
+    @property
+    def structured(self) -> bool:
+        return self.jsonld is not None or self.microdata is not None
 
 
 ARTICLE_FIELDS: dict[str, str] = {"title": "text", "text": "text", "author": "text",

@@ -16,10 +16,12 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import lxml.html
 import parsel
 import trafilatura
 import trafilatura.metadata
 from htmldate import find_date
+from lxml import etree
 from lxml.html import HtmlElement
 from selectolax.lexbor import LexborHTMLParser
 from trafilatura.htmlprocessing import prune_unwanted_nodes
@@ -36,7 +38,7 @@ from trafilatura.utils import load_html
 from trafilatura.xpaths import AUTHOR_XPATHS
 from w3lib.encoding import html_to_unicode
 
-from stratacrawl.clean import prunes
+from stratacrawl.clean import prunes, structured
 from stratacrawl.clean.coerce import coerce
 from stratacrawl.errors import FormatError
 from stratacrawl.sources import ArticleExtract, FieldRule, JsonExtract, RulesExtract, Source
@@ -138,34 +140,121 @@ class Extractor(ABC):
         return f"content type {media} is not one this source's extractor reads"
 
 
+_LABEL_TAGS = "th, dt, label, td, b, strong, em, span, div, p, li, h2, h3, h4, h5, h6"
+_LABEL_MAX = 60      # a label is short text
+
+
+def label_key(text: str | None) -> str:
+    """A label as compared: whitespace folded, case and a trailing colon ignored."""
+    return " ".join((text or "").split()).rstrip(":").strip().casefold()
+
+
+def label_value(tree: LexborHTMLParser, label: str, attr: str | None = None) -> str | None:
+    """The value the first element whose whole text is ``label`` names (see
+    :class:`~stratacrawl.sources.FieldRule`): the element after it, or the text after it
+    in its parent (``<li><b>Price:</b> 12.50</li>``), or the element after its parent."""
+    want = label_key(label)
+    for node in tree.css(_LABEL_TAGS):
+        own = node.text(deep=True, separator=" ", strip=True)
+        if len(own) > _LABEL_MAX or label_key(own) != want:
+            continue
+        value = node.next
+        while value is not None and value.tag == "-text" and not (value.text() or "").strip():
+            value = value.next
+        if value is not None and value.tag == "-text" and attr is None:
+            return value.text().strip()       # the text after the label, in its parent
+        if value is None and node.parent is not None:
+            value = node.parent.next
+            while value is not None and value.tag == "-text":
+                value = value.next
+        if value is None:
+            continue
+        got = (value.attributes.get(attr) if attr
+               else value.text(deep=True, separator=" ", strip=True))
+        if got:
+            return got
+    return None
+
+
+class PageView:
+    """One page as the field rules read it, each reading made once and only when a rule
+    needs it: the lexbor DOM, an XPath selector (parsel), the schema.org JSON-LD and
+    microdata objects (extruct, on lxml)."""
+
+    def __init__(self, tree: LexborHTMLParser, html: str, base_url: str) -> None:
+        self.tree = tree
+        self.html = html
+        self.base_url = base_url
+
+    @cached_property
+    def selector(self) -> parsel.Selector:
+        return parsel.Selector(text=self.html)
+
+    @cached_property
+    def document(self) -> HtmlElement | None:
+        return _lxml_document(self.html)
+
+    @cached_property
+    def jsonld(self) -> list[structured.Item]:
+        return structured.jsonld_items(self.document) if self.document is not None else []
+
+    @cached_property
+    def microdata(self) -> list[structured.Item]:
+        return (structured.microdata_items(self.document, self.base_url)
+                if self.document is not None else [])
+
+    def raw(self, rule: FieldRule) -> Any:
+        """What ``rule`` finds on the page, before coercion (None: nothing)."""
+        if rule.css is not None:
+            node = self.tree.css_first(rule.css)
+            if node is None:
+                return None
+            return (node.attributes.get(rule.attr) if rule.attr
+                    else node.text(separator=" ", strip=True))
+        if rule.xpath is not None:
+            found = self.selector.xpath(rule.xpath)
+            if not found:
+                return None
+            first = found[0]
+            return (first.attrib.get(rule.attr) if rule.attr
+                    else " ".join(t.strip() for t in first.xpath(".//text()").getall()
+                                  if t.strip()) or first.get())
+        if rule.jsonld is not None:
+            return structured.pick(self.jsonld, rule.jsonld)
+        if rule.microdata is not None:
+            return structured.pick(self.microdata, rule.microdata)
+        if rule.label is not None:
+            return label_value(self.tree, rule.label, rule.attr)
+        return None
+
+    def value(self, rule: FieldRule) -> Any:
+        """What ``rule`` finds, coerced to its type (None: nothing, or not of the type)."""
+        return coerce(rule.type, self.raw(rule), self.base_url)
+
+
 class _HtmlRules:
-    """Selector rules over one page: CSS through lexbor (fast), XPath through lxml (parsel)."""
+    """Field rules over one page (see :class:`PageView`)."""
 
     def __init__(self, rules: dict[str, FieldRule]) -> None:
         self.rules = rules
-        self.needs_xpath = any(r.xpath for r in rules.values())
 
     def apply(self, tree: LexborHTMLParser, html: str, base_url: str) -> dict[str, Any]:
+        view = PageView(tree, html, base_url)
         out: dict[str, Any] = {}
-        selector = parsel.Selector(text=html) if self.needs_xpath else None
         for name, rule in self.rules.items():
-            raw: Any = None
-            if rule.css is not None:
-                node = tree.css_first(rule.css)
-                if node is not None:
-                    raw = (node.attributes.get(rule.attr) if rule.attr
-                           else node.text(separator=" ", strip=True))
-            elif selector is not None and rule.xpath is not None:
-                found = selector.xpath(rule.xpath)
-                if found:
-                    first = found[0]
-                    raw = (first.attrib.get(rule.attr) if rule.attr
-                           else " ".join(t.strip() for t in first.xpath(".//text()").getall()
-                                         if t.strip()) or first.get())
-            value = coerce(rule.type, raw, base_url)
+            value = view.value(rule)
             if value is not None:
                 out[name] = value
         return out
+
+
+def _lxml_document(html: str) -> HtmlElement | None:
+    """The page as lxml reads it (for extruct), or None for a page it cannot read."""
+    try:
+        return lxml.html.fromstring(html.encode("utf-8"),
+                                    parser=lxml.html.HTMLParser(encoding="utf-8"))
+    except (etree.ParserError, ValueError):
+        return None
 
 
 def _canonical(tree: LexborHTMLParser, page_url: str) -> str:

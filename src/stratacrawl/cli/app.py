@@ -13,6 +13,7 @@ from stratacrawl.cli import (
     demo,
     docs,
     doctor,
+    extract,
     loadtest,
     monitor,
     records,
@@ -39,6 +40,7 @@ app.add_typer(services.app, name="services")
 app.add_typer(sources.app, name="sources")
 app.add_typer(sim.app, name="sim")
 app.add_typer(docs.app, name="docs")
+app.add_typer(extract.app, name="extract")
 app.command("doctor")(doctor.doctor)
 app.command("demo")(demo.demo)
 app.command("up")(stack.up)
