@@ -44,7 +44,7 @@ from stratacrawl.validate.suites import default_expectations, suite_name
 log = logging.getLogger(__name__)
 INTEGRITY = "integrity"            # the alert's kind
 ROW_CHECKS = ("completeness", "validity")
-CHECK_S = 20.0                     # how often the windows are looked at
+CHECK_S = 30.0                     # how often the windows are looked at
 COLLAPSE_SHARE = 0.5               # an expectation failing on this share of a window
 MIN_PAGES = 10                     # the smallest window that can collapse
 WINDOW_S = 30.0                    # a window: the pages the source's rate brings this long
