@@ -373,10 +373,11 @@ class Cleaner:
         total.seconds = time.monotonic() - t0
         return total
 
-    async def reclean(self, source_id: str, day: date) -> int:
-        """Put a source-day's item pages back in the queue (after a rule fix); returns how many.
-        The next run re-extracts them and replaces what they produced before."""
-        return await requeue_for_cleaning(self.pool, source_id, day)
+    async def reclean(self, source_id: str, day: date, *, failed_only: bool = False) -> int:
+        """Put a source-day's item pages (``failed_only``: its format errors) back in the
+        queue (after a rule fix); returns how many. The next run re-extracts them and
+        replaces what they produced before."""
+        return await requeue_for_cleaning(self.pool, source_id, day, failed_only=failed_only)
 
 
 def _from_cache(hit: str | bytes) -> tuple[list[Extracted], str | None]:

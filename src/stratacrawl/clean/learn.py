@@ -298,15 +298,25 @@ def candidates(page: _ExamplePage, kind: str, want: Any) -> set[Candidate]:
     document = page.document
     if document is None:
         return out
+    holding = []   # the elements whose whole text is the value
     for el in document.iter():
         if not isinstance(el.tag, str) or el.tag in ("script", "style", "head", "html"):
             continue
         text = _normal(el.text_content())
         if text and len(text) <= MAX_TEXT and hit(text):
-            out.update(_css_candidates(el, None, kind))
-            label = _label_of(el)
-            if label:
-                out.add(Candidate(_rule(label=label[0], type=kind), LABEL, label[1]))
+            holding.append(el)
+    inner = {el.getparent() for el in holding}
+    for el in holding:
+        # a wrapper (an element holding one that holds the value) is ranked after it
+        wrapper = el in inner
+        out.update(Candidate(c.rule, c.rank, c.size + wrapper)
+                   for c in _css_candidates(el, None, kind))
+        label = _label_of(el)
+        if label:
+            out.add(Candidate(_rule(label=label[0], type=kind), LABEL, label[1]))
+    for el in document.iter():
+        if not isinstance(el.tag, str) or el.tag in ("script", "style", "head", "html"):
+            continue
         tail = _normal(el.tail)
         if tail and hit(tail):   # <li><b>Price:</b> 12.50</li>: the label names its tail
             own = _normal(el.text_content())

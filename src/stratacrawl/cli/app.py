@@ -17,6 +17,7 @@ from stratacrawl.cli import (
     loadtest,
     monitor,
     records,
+    repair,
     services,
     sim,
     sources,
@@ -54,6 +55,7 @@ app.command("clean")(records.clean_cmd)
 app.command("validate")(records.validate_cmd)
 app.command("export")(records.export_cmd)
 app.command("alerts")(records.alerts_cmd)
+app.command("repair")(repair.repair_cmd)
 app.add_typer(records.expectations_app, name="expectations")
 app.command("lookup")(tiers.lookup_cmd)
 app.command("recover")(tiers.recover_cmd)

@@ -318,3 +318,15 @@ async def window_rows(db: Db, source_id: str, field_types: dict[str, str],
             (source_id, list(url_hashes), [e[0] for e in errors], [e[1] for e in errors]))
         names = [d.name for d in cur.description or ()]
         return names, list(await cur.fetchall())
+
+
+async def known_good(db: Db, source_id: str, required: Sequence[str], limit: int
+                     ) -> list[tuple[str, str, dict[str, Any]]]:
+    """(canonical URL, URL fetched, fields) of up to ``limit`` of the source's records that
+    hold every ``required`` field, newest first: items whose values are known."""
+    async with connection(db) as conn:
+        cur = await conn.execute(
+            "SELECT canonical_url, url, fields FROM records WHERE source_id = %s "
+            "AND fields ?& %s::text[] ORDER BY crawled_at DESC LIMIT %s",
+            (source_id, list(required), limit))
+        return [(str(c), str(u), dict(f)) for c, u, f in await cur.fetchall()]

@@ -319,15 +319,18 @@ async def mark_cleaned(conn: AsyncConnection, keys: Sequence[tuple[datetime, int
           for o in outcomes]))
 
 
-async def requeue_for_cleaning(db: Db, source_id: str, day: date) -> int:
+async def requeue_for_cleaning(db: Db, source_id: str, day: date, *,
+                               failed_only: bool = False) -> int:
     """A source-day's cleaned, failed and unchanged item pages back in the cleaning queue
-    (after a rule fix an unchanged page may yield what its earlier fetch did not)."""
+    (after a rule fix an unchanged page may yield what its earlier fetch did not); with
+    ``failed_only``, its format errors alone (the pages of a new layout, after rules for
+    it: the pages of the old one keep their records)."""
+    states = ["format_error"] if failed_only else ["cleaned", "format_error", "unchanged"]
     async with connection(db) as conn:
         cur = await conn.execute(
             "UPDATE staging SET clean_state = 'new', clean_error = NULL, clean_fields = NULL "
             "WHERE source_id = %s AND fetched_at >= %s::date AND fetched_at < %s::date + 1 "
-            "AND kind = 'item' AND clean_state IN ('cleaned', 'format_error', 'unchanged')",
-            (source_id, day, day))
+            "AND kind = 'item' AND clean_state = ANY(%s)", (source_id, day, day, states))
         return cur.rowcount
 
 
@@ -394,3 +397,17 @@ async def drop_partition(db: Db, name: str,
             copied = cur.rowcount
         await conn.execute(f'DROP TABLE "{name}"')
     return copied
+
+
+async def pages_fetched_since(db: Db, source_id: str, urls: Sequence[str], since: datetime
+                              ) -> dict[str, tuple[str, str | None, bytes]]:
+    """The newest item page of each of ``urls`` fetched at or after ``since`` with a body:
+    URL → (final URL, content type, body decoded from its stored encoding)."""
+    async with connection(db) as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT ON (url) url, coalesce(final_url, url), content_type, body, "
+            "body_encoding FROM staging WHERE source_id = %s AND url = ANY(%b) "
+            "AND fetched_at >= %s AND kind = 'item' AND body IS NOT NULL AND status = 200 "
+            "ORDER BY url, fetched_at DESC", (source_id, list(urls), since))
+        return {str(u): (str(f), t, decode_body(b, e))
+                for u, f, t, b, e in await cur.fetchall()}
