@@ -9,6 +9,8 @@ file, the source id and the field.
 from __future__ import annotations
 
 import functools
+import io
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -292,6 +294,10 @@ class Source(_Strict):
     alerts: AlertThresholds = Field(default_factory=AlertThresholds)
     url_rules: UrlRules = Field(default_factory=UrlRules)
     recrawl: Recrawl = Field(default_factory=Recrawl)
+    # a repair of this source's rules (after its site changed layout) waits for an
+    # operator's approval (``review``), or applies itself when every field's rule was right
+    # on every pair held back and found at least 95 % of them (``auto``)
+    repair: Literal["review", "auto"] = "review"
 
     _regexes = field_validator("allow", "follow", "items")(_check_regexes)
 
@@ -483,3 +489,31 @@ def load_sources(path: str | Path) -> SourcesFile:
 def snapshot_source_ids(path: str | Path) -> list[str]:
     """Sources whose staged pages are kept past retention (none when there is no file)."""
     return [s.id for s in load_sources(path).sources if s.snapshots] if Path(path).exists() else []
+
+
+def write_extract(path: str | Path, source_id: str, block: dict[str, Any]) -> SourcesFile:
+    """Replace source ``source_id``'s ``extract:`` block in the sources file at ``path``,
+    the rest of the file (comments, order, other sources) as it was; the file is replaced
+    at once (a reader sees the old one or the new one) and only if the new one is valid
+    (else :class:`SourcesError`, the file untouched). Returns the file as parsed now."""
+    from ruamel.yaml import YAML
+
+    p = Path(path)
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.width = 100
+    doc = rt.load(p.read_text(encoding="utf-8"))
+    entries = doc.get("sources") if isinstance(doc, dict) else doc
+    entry = next((e for e in entries or [] if isinstance(e, dict) and e.get("id") == source_id),
+                 None)
+    if entry is None:
+        raise SourcesError(str(p), [f"{p}: no source {source_id!r}"])
+    entry["extract"] = block
+    out = io.StringIO()
+    rt.dump(doc, out)
+    text = out.getvalue()
+    parsed = parse_sources(yaml.safe_load(text), str(p))
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+    return parsed

@@ -55,11 +55,16 @@ async def raise_alert(db: Db, *, kind: str, source_id: str | None,
         return int(row[0]) if row else None
 
 
-async def resolve_alerts(db: Db, *, kind: str, source_id: str | None) -> int:
+async def resolve_alerts(db: Db, *, kind: str, source_id: str | None,
+                         note: str | None = None) -> int:
+    """Resolve the open alerts of a kind and source; ``note`` (``details.resolution``)
+    says how, where something other than the condition clearing resolved them."""
     async with connection(db) as conn:
         cur = await conn.execute(
-            "UPDATE alerts SET resolved_at = now() WHERE kind = %s AND source_id "
-            "IS NOT DISTINCT FROM %s AND resolved_at IS NULL", (kind, source_id))
+            "UPDATE alerts SET resolved_at = now(), details = CASE WHEN %s::text IS NULL "
+            "THEN details ELSE details || jsonb_build_object('resolution', %s::text) END "
+            "WHERE kind = %s AND source_id IS NOT DISTINCT FROM %s AND resolved_at IS NULL",
+            (note, note, kind, source_id))
         return cur.rowcount
 
 

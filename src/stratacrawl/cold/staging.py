@@ -399,15 +399,38 @@ async def drop_partition(db: Db, name: str,
     return copied
 
 
-async def pages_fetched_since(db: Db, source_id: str, urls: Sequence[str], since: datetime
-                              ) -> dict[str, tuple[str, str | None, bytes]]:
-    """The newest item page of each of ``urls`` fetched at or after ``since`` with a body:
-    URL → (final URL, content type, body decoded from its stored encoding)."""
+async def fetched_since(db: Db, source_id: str, urls: Sequence[str], since: datetime
+                        ) -> set[str]:
+    """Which of ``urls`` (item pages of the source) were fetched at or after ``since``,
+    with a page or a 304 (the page its last fetch had)."""
+    async with connection(db) as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT url FROM staging WHERE fetched_at >= %s AND source_id = %s "
+            "AND url = ANY(%b) AND kind = 'item' AND status IN (200, 304)",
+            (since, source_id, list(urls)))
+        return {str(u) for (u,) in await cur.fetchall()}
+
+
+async def newest_pages(db: Db, source_id: str, urls: Sequence[str]
+                       ) -> dict[str, tuple[str, str | None, bytes]]:
+    """The newest page staged for each of ``urls`` (item pages of the source that answered
+    with a body): URL → (final URL, content type, body decoded from its stored encoding).
+    Reads every staged page of the source (no index by URL): for a rare look, not a loop."""
     async with connection(db) as conn:
         cur = await conn.execute(
             "SELECT DISTINCT ON (url) url, coalesce(final_url, url), content_type, body, "
             "body_encoding FROM staging WHERE source_id = %s AND url = ANY(%b) "
-            "AND fetched_at >= %s AND kind = 'item' AND body IS NOT NULL AND status = 200 "
-            "ORDER BY url, fetched_at DESC", (source_id, list(urls), since))
+            "AND kind = 'item' AND body IS NOT NULL AND status = 200 "
+            "ORDER BY url, fetched_at DESC", (source_id, list(urls)))
         return {str(u): (str(f), t, decode_body(b, e))
                 for u, f, t, b, e in await cur.fetchall()}
+
+
+async def format_error_days(db: Db, source_id: str) -> list[date]:
+    """The days (UTC) on which the source has item pages that are format errors."""
+    async with connection(db) as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT (fetched_at AT TIME ZONE 'UTC')::date FROM staging "
+            "WHERE source_id = %s AND kind = 'item' AND clean_state = 'format_error' ORDER BY 1",
+            (source_id,))
+        return [d for (d,) in await cur.fetchall()]

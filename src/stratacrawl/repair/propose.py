@@ -15,7 +15,8 @@ as field overrides.
 
 The proposal says per field the rule before and after, the held-back precision and
 recall, and for sample pages the values before (the record) and after (the new rules).
-Nothing is changed by proposing.
+A complete proposal is recorded (``repair_proposals``) for a decision
+(``repair/apply.py``); nothing else is changed by proposing.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from typing import Any
 
 from stratacrawl.clean.extract import Page, extractor_for
 from stratacrawl.clean.learn import Example, FieldResult, field_type, learn, same
+from stratacrawl.cold import repairs
 from stratacrawl.cold.records import known_good
-from stratacrawl.cold.staging import pages_fetched_since
+from stratacrawl.cold.staging import fetched_since, newest_pages
 from stratacrawl.cold.tasks import NewTask
 from stratacrawl.crawl import crawl
 from stratacrawl.sources import ArticleExtract, RulesExtract, Source, SourcesFile
@@ -57,12 +59,23 @@ class FieldProposal:
     disagree: list[str] = field(default_factory=list)
 
 
+AUTO_RECALL = 0.95       # ``repair: auto`` approves a proposal this good by itself
+
+
 @dataclass
 class Proposal:
     source: str
     pairs: int
     fields: dict[str, FieldProposal]
     samples: list[dict[str, Any]]          # {"url", "before": {...}, "after": {...}}
+    id: int | None = None                  # as recorded (``repair_proposals``)
+
+    @property
+    def auto_approvable(self) -> bool:
+        """Every learned rule was right on every pair held back and found ≥ 95 % of them."""
+        learned = [f for f in self.fields.values() if not f.kept]
+        return self.complete and bool(learned) and all(
+            f.precision == 1.0 and (f.recall or 0.0) >= AUTO_RECALL for f in learned)
 
     @property
     def complete(self) -> bool:
@@ -80,7 +93,8 @@ class Proposal:
         return block
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "pairs": self.pairs, "complete": self.complete,
+        return {"id": self.id, "source": self.source, "pairs": self.pairs,
+                "complete": self.complete, "auto_approvable": self.auto_approvable,
                 "fields": {n: {"rule": f.after if not f.kept else f.before,
                                "before": f.before, "kept": f.kept, "precision": f.precision,
                                "recall": f.recall, "disagree": f.disagree}
@@ -92,20 +106,21 @@ async def fetch_again(comps: Components, sources: SourcesFile, source: Source,
                       urls: list[str], timeout_s: float = FETCH_S
                       ) -> dict[str, tuple[str, str | None, bytes]]:
     """Fetch ``urls`` of ``source`` again now (urgent, through its pacing) and return the
-    pages staged for them (URL → final URL, content type, body)."""
+    pages as they are now (URL → final URL, content type, body): the page each fetch
+    staged, or for a 304 the page staged before it."""
     since = datetime.now(UTC)
     await comps.frontier.add([NewTask(source.id, u, canonical_fingerprint(canonicalize(u)))
                               for u in urls], on_conflict="urgent")
     stop = asyncio.Event()
     only = SourcesFile(path=sources.path, sources=[source])
-    got: dict[str, tuple[str, str | None, bytes]] = {}
+    fetched: set[str] = set()
 
     async def watch() -> None:
-        nonlocal got
+        nonlocal fetched
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            got = await pages_fetched_since(comps.pool, source.id, urls, since)
-            if len(got) >= len(urls):
+            fetched = await fetched_since(comps.pool, source.id, urls, since)
+            if len(fetched) >= len(urls):
                 break
             await asyncio.sleep(1.0)
         stop.set()
@@ -116,7 +131,8 @@ async def fetch_again(comps: Components, sources: SourcesFile, source: Source,
     finally:
         stop.set()
         await watcher
-    return await pages_fetched_since(comps.pool, source.id, urls, since)
+    fetched = await fetched_since(comps.pool, source.id, urls, since)
+    return await newest_pages(comps.pool, source.id, sorted(fetched))
 
 
 def _rule_fields(source: Source) -> dict[str, dict[str, Any]]:
@@ -179,4 +195,6 @@ async def propose(comps: Components, sources: SourcesFile, source: Source,
             found = after.extract(Page(ex.url, "text/html", ex.html))
             proposal.samples.append({"url": ex.page, "before": ex.fields, "now": now,
                                      "after": found[0].fields if found else {}})
+        proposal.id = await repairs.save_proposal(comps.pool, source.id, proposal.as_dict(),
+                                                  proposal.extract_block(source))
     return proposal
