@@ -16,6 +16,11 @@ Prefect notification block (Slack Webhook, SendGrid email, Microsoft Teams, Page
 under that name instead and the automation uses it. With neither, no notification automation is made (and the
 function says so).
 
+``stratacrawl: repair a source whose layout changed``: every ``stratacrawl.alert.fired``
+event of rule ``integrity`` (the cleaning flow's minute-level check found a source's
+fields gone) starts a run of the ``repair`` deployment for that source: it proposes new
+rules and pauses for an approval (``flows/repair.py``). Made when the deployment exists.
+
 Run by ``stratacrawl up`` (through ``deployments.bootstrap``) and the load test; against
 any other Prefect API: ``PREFECT_API_URL=... python -m deployments.automations``.
 """
@@ -29,13 +34,15 @@ from prefect.automations import Automation
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
-from prefect.events.actions import ChangeFlowRunState, SendNotification
+from prefect.events.actions import ChangeFlowRunState, RunDeployment, SendNotification
 from prefect.events.schemas.automations import EventTrigger, Posture
 from prefect.events.schemas.events import ResourceSpecification
 from prefect.settings import get_current_settings
 
 CRASH_UNRESPONSIVE = "stratacrawl: crash unresponsive flow runs"
 NOTIFY_ALERTS = "stratacrawl: notify P0/P1 alerts"
+REPAIR_ON_INTEGRITY = "stratacrawl: repair a source whose layout changed"
+REPAIR_DEPLOYMENT = "repair/repair"
 ALERT_BLOCK = "stratacrawl-alerts"
 NOTIFIED_LEVELS = ["P0", "P1"]
 MISSED_HEARTBEATS = 3
@@ -99,6 +106,26 @@ def notify_alerts(block_document_id: object) -> Automation:
     )
 
 
+def repair_on_integrity(deployment_id: object) -> Automation:
+    return Automation(
+        name=REPAIR_ON_INTEGRITY,
+        description="Each integrity alert (a source's fields gone from its pages) starts a "
+                    "repair run for the source: rules proposed, then a pause for approval.",
+        trigger=EventTrigger(
+            expect={"stratacrawl.alert.fired"},
+            match=ResourceSpecification({"prefect.resource.id": ["stratacrawl.source.*"],
+                                         "stratacrawl.alert.rule": "integrity"}),
+            posture=Posture.Reactive,
+            threshold=1,
+            within=timedelta(0),
+        ),
+        actions=[RunDeployment(
+            source="selected", deployment_id=deployment_id,  # type: ignore[arg-type]
+            parameters={"source": {"__prefect_kind": "jinja",
+                                   "template": "{{ event.payload.source }}"}})],
+    )
+
+
 def _alert_block_id(webhook_url: str | None) -> object | None:
     """The notification block's id: saved anew from ``webhook_url`` when given, else the
     one already saved under :data:`ALERT_BLOCK` (of any notification type), else None."""
@@ -152,6 +179,13 @@ def ensure(webhook_url: str | None = None) -> list[str]:
                     f"notification block named {ALERT_BLOCK!r}")
     else:
         done.append(_put(notify_alerts(block_id)) + f" (through block {ALERT_BLOCK!r})")
+    with get_client(sync_client=True) as client:
+        try:
+            repair = client.read_deployment_by_name(REPAIR_DEPLOYMENT)
+        except Exception:   # not deployed (another prefect.yaml): nothing to start
+            repair = None
+    if repair is not None:
+        done.append(_put(repair_on_integrity(repair.id)))
     return done
 
 

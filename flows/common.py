@@ -154,10 +154,13 @@ async def step(name: str, fn: Callable[[], Awaitable[Any]], fails: Verdict | Non
 
 
 def emit(event: str, payload: dict[str, Any]) -> None:
-    """The event of an alert: its source is the resource, and a fired alert's level is a
-    resource label, so an automation can match on it (deployments/automations.py)."""
+    """The event of an alert: its source is the resource, and a fired alert's level and
+    rule are resource labels, so an automation can match on them
+    (deployments/automations.py)."""
     resource = {"prefect.resource.id": f"stratacrawl.source.{payload['source']}",
                 "prefect.resource.name": str(payload["source"])}
     if "level" in payload:
         resource["stratacrawl.alert.level"] = str(payload["level"])
+    if "rule" in payload:   # (the repair automation starts on the integrity rule's alerts)
+        resource["stratacrawl.alert.rule"] = str(payload["rule"])
     emit_event(event=event, resource=resource, payload=payload)

@@ -331,3 +331,61 @@ async def test_a_failed_check_fails_its_source_day_task(prefect_api: None, flow_
         (run,) = await client.read_task_runs(flow_run_filter=FlowRunFilter(
             id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
     assert run.state is not None and "news-1" in (run.state.message or ""), run.state
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_repair_run_pauses_for_approval_and_applies_what_the_form_says(
+        prefect_api: None, flow_env: Settings, comps: Any, tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a redesign the `repair` run proposes rules (a Markdown artifact), pauses for
+    its typed input, and on {"approve": true} writes them into the sources file as a new
+    version, re-cleans the failed pages and ends Completed saying so."""
+    import yaml
+    from prefect.client.schemas.filters import FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    from flows.repair import repair
+    from stratacrawl.cold import repairs
+    from stratacrawl.crawl import crawl
+    from stratacrawl.sim import SimulatorThread
+    from stratacrawl.sim.crawl_config import sources_document
+    from stratacrawl.sources import load_sources
+    from tests.support.sites import small_site
+
+    monkeypatch.setenv("STRATACRAWL_EXPECTATIONS_DIR", str(tmp_path / "exp"))
+    specs = small_site(3, hosts(), backlog=20)
+    products = next(s for s in specs if s.kind == "products")
+    path = tmp_path / "sources.yaml"
+    with SimulatorThread(specs):   # (the sites' ports are known once they serve)
+        path.write_text(yaml.safe_dump(sources_document(specs, rate=200.0, concurrency=4),
+                                       sort_keys=False))
+        sources = load_sources(path)
+        await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
+        await comps.clean(sources)
+        products.behaviour.redesign = True
+        running = asyncio.ensure_future(repair(source=products.id, sources_file=str(path),
+                                               sample=6, return_state=True))
+        paused = None
+        async with get_client() as client:
+            deadline = time.monotonic() + 180
+            while paused is None and time.monotonic() < deadline and not running.done():
+                runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(
+                        any_=[StateType.PAUSED]))))
+                paused = next((r for r in runs if r.parameters.get("source") == products.id),
+                              None)
+                await asyncio.sleep(1)
+            assert paused is not None, running.done() and running.result()
+            artifacts = await client.read_artifacts()
+            assert any(a.key == "stratacrawl-repair" and products.id in str(a.data)
+                       for a in artifacts)
+            await client.resume_flow_run(paused.id, run_input={"approve": True,
+                                                                "comment": "checked"})
+        state = await running
+    assert state.is_completed(), state
+    assert "rules version 2" in (state.message or ""), state.message
+    row = await repairs.proposal(comps.pool, products.id)
+    assert row is not None and (row.state, row.comment) == ("approved", "checked")
+    assert load_sources(path).get(products.id).extract.model_dump(exclude_none=True) == \
+        row.extract

@@ -95,6 +95,8 @@ def repair_cmd(
                 fail(str(e))
 
     result = run(main())
+    if approve or reject:
+        _resume_paused(source, approve, comment)
     if history:
         _history(result, as_json)
     elif reject:
@@ -107,6 +109,29 @@ def repair_cmd(
         _proposal(made, applied, as_json)
         if not made.complete:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _resume_paused(source: str, approved: bool, comment: str) -> None:
+    """The decision made here, handed to the source's `repair` flow runs paused for it (they
+    see the proposal decided and end Completed). Without a platform: nothing to resume."""
+    import httpx
+
+    from stratacrawl.stack import platform_record
+    from stratacrawl.stack.lifecycle import PlatformAPI
+
+    api = (platform_record(settings().state_path) or {}).get("prefect_api")
+    if not api:
+        return
+    try:
+        with PlatformAPI(api, timeout=5.0) as prefect:
+            for r in prefect.paused_runs("repair", source=source):
+                answer = prefect.resume(r["id"], {"approve": approved, "comment": (
+                    comment or "decided from the command line")})
+                console.print(f"resumed the paused repair run {r['name']}: {answer}",
+                              highlight=False, markup=False)
+    except httpx.HTTPError as e:   # the platform is down: its paused runs time out
+        console.print(f"note: paused repair runs not resumed ({e})", highlight=False,
+                      markup=False)
 
 
 def _history(rows: list[Any], as_json: bool) -> None:

@@ -173,6 +173,24 @@ class PlatformAPI:
         resp.raise_for_status()
         return {w["name"] for w in resp.json() if w.get("status") == "ONLINE"}
 
+    def paused_runs(self, deployment: str, **parameters: Any) -> list[dict[str, Any]]:
+        """The paused runs of ``deployment`` (``flow/deployment`` name's last part) whose
+        parameters include ``parameters``."""
+        resp = self.http.post("/flow_runs/filter", json={
+            "flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}},
+            "deployments": {"name": {"any_": [deployment]}}})
+        resp.raise_for_status()
+        return [r for r in resp.json()
+                if all((r.get("parameters") or {}).get(k) == v for k, v in parameters.items())]
+
+    def resume(self, run_id: str, run_input: dict[str, Any]) -> str:
+        """Resume a paused run with ``run_input`` (what its form asks for); returns the
+        server's answer (``ACCEPT``, or why not)."""
+        resp = self.http.post(f"/flow_runs/{run_id}/resume", json={"run_input": run_input})
+        resp.raise_for_status()
+        body = resp.json()
+        return str(body.get("status")) + (f": {body['details']}" if body.get("details") else "")
+
     def set_state(self, run_id: str, state: str, message: str) -> None:
         self.http.post(f"/flow_runs/{run_id}/set_state", json={
             "state": {"type": state, "message": message}, "force": True}).raise_for_status()
