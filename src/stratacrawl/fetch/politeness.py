@@ -84,21 +84,22 @@ class Politeness:
         interval = interval_for(rate, None, self.rng)
         tolerance = max(LATE_TOLERANCE_S, interval / 2)
         for _ in range(MAX_LATE_TURNS):
-            wait = await self._reserve(source_id, rate, interval, crawl_delay or 0.0)
-            if wait <= 0:
-                return waited
-            due = time.monotonic() + wait
-            await asyncio.sleep(wait)
-            waited += wait
-            if time.monotonic() - due <= tolerance:
+            # the turn's own time (this process's clock), not a wait handed over earlier:
+            # a request resumed late by a busy loop must not count its wait from then
+            at = await self._reserve(source_id, rate, interval, crawl_delay or 0.0)
+            wait = at - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                waited += wait
+            if time.monotonic() - at <= tolerance:
                 break
         return waited
 
     async def _reserve(self, source_id: str, rate: float, interval: float,
                        floor: float) -> float:
-        """One turn of the source (seconds until it): a turn reserved ahead if one is
-        still usable, else from Redis, at most one reservation of the source on its way
-        at a time: a request that finds one in flight waits for the next, which reserves
+        """One turn of the source (its time on this process's monotonic clock): a turn
+        reserved ahead if one is still usable, else from Redis, at most one reservation
+        of the source on its way at a time: a request that finds one in flight waits for the next, which reserves
         the turns of every request that asked meanwhile in one script call (back to back,
         each its own interval, as one by one). A busy process — its lanes finish fetches
         faster than a round trip — pays a round trip for several requests instead of one
@@ -106,7 +107,7 @@ class Politeness:
         key = (source_id, floor)
         banked = self._from_bank(key)
         if banked is not None:
-            return banked - time.monotonic()
+            return banked
         asked = self._asked.get(key)
         if asked is not None:
             turn = asyncio.get_running_loop().create_future()
@@ -114,25 +115,26 @@ class Politeness:
             return await turn
         self._asked[key] = asked = _Asked(rate)
         try:
-            [wait] = await self._reserve_turns(key, rate, [interval])
+            [at] = await self._reserve_turns(key, rate, [interval])
         finally:
             self._next_reservation(key, asked)
-        return wait
+        return at
 
     async def _reserve_turns(self, key: tuple[str, float], rate: float,
                              intervals: list[float]) -> list[float]:
         """The script call: these turns, and on a fast source the turns that start within
         ``BANK_AHEAD_S`` banked for the requests to come (Redis cuts them at that horizon:
-        a Crawl-delay floor or a throttled pace leaves fewer); the waits of ``intervals``."""
+        a Crawl-delay floor or a throttled pace leaves fewer); the times of ``intervals``'
+        turns (this process's monotonic clock)."""
         ahead = [interval_for(rate, None, self.rng)
                  for _ in range(min(MAX_BANKED, int(BANK_AHEAD_S * rate)))]
         waits = await self.pacing.reserve(key[0], intervals, key[1], HOLD_WAIT_S,
                                           ahead, BANK_AHEAD_S)
+        now = time.monotonic()
         if len(waits) > len(intervals):
-            now = time.monotonic()
             bank = self._banked.setdefault(key, deque())
             bank.extend(now + w for w in waits[len(intervals):])
-        return waits[:len(intervals)]
+        return [now + w for w in waits[:len(intervals)]]
 
     def _from_bank(self, key: tuple[str, float]) -> float | None:
         """The earliest turn reserved ahead that is still ahead (its time), or None."""
@@ -164,7 +166,7 @@ class Politeness:
                 while group and (banked := self._from_bank(key)) is not None:
                     _, turn = group.pop(0)   # served by a turn the last call reserved ahead
                     if not turn.done():
-                        turn.set_result(banked - time.monotonic())
+                        turn.set_result(banked)
                 if not group:
                     continue
                 try:
@@ -182,9 +184,9 @@ class Politeness:
                         turn.cancel()
                     raise
                 else:
-                    for (_, turn), wait in zip(group, waits, strict=True):
+                    for (_, turn), at in zip(group, waits, strict=True):
                         if not turn.done():   # (a request cancelled meanwhile: unused)
-                            turn.set_result(wait)
+                            turn.set_result(at)
         finally:
             for _, turn in asked.waiting:   # cancelled (the loop is closing)
                 turn.cancel()
