@@ -18,6 +18,7 @@ from flows.health import health
 from flows.inspection import inspection
 from flows.monitor import monitor
 from flows.recovery import recovery
+from flows.repair import repair
 from flows.staging_load import staging_load
 from flows.submit import submit
 from flows.tier_sinking import tier_sinking
@@ -25,7 +26,7 @@ from flows.validation import validation
 
 ALL_FLOWS: list[Flow[..., object]] = [  # type: ignore[list-item]
     health, discovery, fetch, staging_load, cleaning, validation, demotion, tier_sinking,
-    recovery, compensation, monitor, inspection, submit]
+    recovery, compensation, monitor, inspection, submit, repair]
 
 if __name__ == "__main__":
     serve(*(f.to_deployment(name=f"{f.name}-local") for f in ALL_FLOWS))  # type: ignore[arg-type]

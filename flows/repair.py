@@ -15,8 +15,9 @@ the minute-level integrity check raises its P1 alert.
 
 from __future__ import annotations
 
-from prefect import flow, pause_flow_run
+from prefect import flow
 from prefect.context import get_run_context
+from prefect.flow_runs import apause_flow_run
 from prefect.input import RunInput
 from prefect.states import Completed, Failed, State
 
@@ -73,7 +74,7 @@ async def repair(source: str, sources_file: str | None = None, sample: int = 12,
                                                             "on every pair held back")
             by = "repair: auto"
         else:
-            decision = await pause_flow_run(
+            decision = await apause_flow_run(
                 wait_for_input=RepairDecision.with_initial_data(
                     description=f"Approve the proposed rules of {source} (proposal {made.id}; "
                                 "see the artifact)?", approve=False),

@@ -99,11 +99,11 @@ class Politeness:
                        floor: float) -> float:
         """One turn of the source (its time on this process's monotonic clock): a turn
         reserved ahead if one is still usable, else from Redis, at most one reservation
-        of the source on its way at a time: a request that finds one in flight waits for the next, which reserves
-        the turns of every request that asked meanwhile in one script call (back to back,
-        each its own interval, as one by one). A busy process — its lanes finish fetches
-        faster than a round trip — pays a round trip for several requests instead of one
-        each; a quiet one sends each turn at once, as before."""
+        of the source on its way at a time: a request that finds one in flight waits for
+        the next, which reserves the turns of every request that asked meanwhile in one
+        script call (back to back, each its own interval, as one by one). A busy process
+        — its lanes finish fetches faster than a round trip — pays a round trip for
+        several requests instead of one each; a quiet one sends each turn at once."""
         key = (source_id, floor)
         banked = self._from_bank(key)
         if banked is not None:

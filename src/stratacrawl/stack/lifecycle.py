@@ -180,8 +180,8 @@ class PlatformAPI:
             "flow_runs": {"state": {"type": {"any_": ["PAUSED"]}}},
             "deployments": {"name": {"any_": [deployment]}}})
         resp.raise_for_status()
-        return [r for r in resp.json()
-                if all((r.get("parameters") or {}).get(k) == v for k, v in parameters.items())]
+        wanted = parameters.items()
+        return [run for run in resp.json() if wanted <= (run.get("parameters") or {}).items()]
 
     def resume(self, run_id: str, run_input: dict[str, Any]) -> str:
         """Resume a paused run with ``run_input`` (what its form asks for); returns the
