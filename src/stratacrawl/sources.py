@@ -215,8 +215,8 @@ class AlertThresholds(_Strict):
     stopped_after: str = "15m"                                     # no success, work due: P0
     stalled_after: str = "2m"                                      # no request, work due: P1
     min_requests: Annotated[int, Field(ge=1)] = 20                 # rates need this many
-    # the pages cleaned last that the minute-level integrity check reads (default: what
-    # the source's rate brings in 30 s, 20 to 200)
+    # the pages cleaned last that the minute-level integrity check reads (default: those
+    # of the last minute, at least the last 3, at most 200)
     integrity_pages: Annotated[int, Field(ge=10, le=500)] | None = None
 
     _duration = field_validator("stopped_after", "stalled_after")(_check_duration)

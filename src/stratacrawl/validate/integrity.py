@@ -3,14 +3,15 @@ source's own suite while a cleaning run goes on.
 
 The daily checkpoint validates a whole source-day once an hour. A redesign that still
 answers 200 — its pages no longer carry a required field, or carry it malformed — must
-not wait for it. Every cleaner notes the pages it lands in a per-source window in hot
-(``hot/cleaned.py``: the items it wrote, the pages that were format errors); every
-``CHECK_S`` this check reads the last ``window_size(source)`` of them back from
-PostgreSQL as the source's query asset has them (the same field columns), with the
-fields a format error's rules did find, and validates them with the **row-level
-expectations of the source's committed suite** — its completeness and validity families
-— through Great Expectations on a pandas batch. One definition, two cadences: no rule
-set of its own.
+not wait for it. Every cleaner notes the pages it lands in a per-source list in hot
+(``hot/cleaned.py``: the items it wrote, the pages that were format errors, when); every
+``CHECK_S`` this check takes a window of them — the pages of the last minute, at least
+the last few (``window_of``: a source that brings one page a minute is judged on its
+last three) — reads them back from PostgreSQL as the source's query asset has them (the
+same field columns) with the fields a format error's rules did find, and validates them
+with the **row-level expectations of the source's committed suite** — its completeness
+and validity families — through Great Expectations on a pandas batch. One definition,
+two cadences: no rule set of its own.
 
 What the day tolerates (a field missing on 2 % of records) is not what a minute calls a
 collapse: a window of at least ``MIN_PAGES`` pages where an expectation fails on
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 import warnings
 from collections.abc import Callable
@@ -47,19 +47,23 @@ INTEGRITY = "integrity"            # the alert's kind
 ROW_CHECKS = ("completeness", "validity")
 CHECK_S = 30.0                     # how often the windows are looked at
 COLLAPSE_SHARE = 0.5               # an expectation failing on this share of a window
-MIN_PAGES = 10                     # the smallest window that can collapse
-WINDOW_S = 30.0                    # a window: the pages the source's rate brings this long
-MIN_WINDOW, MAX_WINDOW = 20, 200
+MIN_PAGES = 3                      # the smallest window that can collapse
+WINDOW_S = 60.0                    # a window: the pages cleaned this long ago at most …
+MAX_WINDOW = 200                   # … at most this many, and at least MIN_PAGES
 SAMPLES = 3
 Notify = Callable[[str, dict[str, Any]], None]   # (event, payload), as the flows emit
 
 
-def window_size(source: Source) -> int:
-    """Pages in a source's window: its ``alerts.integrity_pages``, else ``WINDOW_S`` of
-    fetching at its rate, within bounds."""
+def window_of(source: Source, entries: list[tuple[str, float]], now: float) -> list[str]:
+    """A source's window among its entries cleaned last (newest first): its
+    ``alerts.integrity_pages`` newest, else those of the last ``WINDOW_S`` — at least the
+    ``MIN_PAGES`` newest (a source whose pages are few is judged on its last ones), at
+    most ``MAX_WINDOW``."""
     if source.alerts.integrity_pages is not None:
-        return source.alerts.integrity_pages
-    return max(MIN_WINDOW, min(MAX_WINDOW, math.ceil(source.rate * WINDOW_S)))
+        return [e for e, _ in entries[:source.alerts.integrity_pages]]
+    recent = [e for e, at in entries if at >= now - WINDOW_S]
+    return (recent if len(recent) >= MIN_PAGES
+            else [e for e, _ in entries[:MIN_PAGES]])[:MAX_WINDOW]
 
 
 @dataclass
@@ -108,11 +112,12 @@ class IntegrityCheck:
             out = []
             for sid in source_ids or self.sources.ids:
                 source = self.sources.get(sid)
-                entries = await cleaned.window(self.redis, sid, window_size(source))
-                if not entries or self._seen.get(sid) == entries[0]:
+                entries = await cleaned.window(self.redis, sid)
+                if not entries or self._seen.get(sid) == entries[0][0]:
                     continue
-                self._seen[sid] = entries[0]
-                out.append(await self._check_window(source, entries))
+                self._seen[sid] = entries[0][0]
+                out.append(await self._check_window(
+                    source, window_of(source, entries, time.time())))
             return out
         finally:
             self.cpu_s += time.process_time() - started
