@@ -22,6 +22,7 @@ from stratacrawl.loadtest.report import ARTIFACT_KEY, publish_artifact
 from stratacrawl.services.embedded import free_port
 from stratacrawl.stack import HEARTBEAT_S
 from tests.support.processes import cli, processes_under
+from tests.support.webhook import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -132,21 +133,6 @@ def _crashed_for_its_silence(api: str, zombie: tuple[str, float]) -> None:
         time.sleep(2)
     assert state["type"] == "CRASHED", state
     assert f"No heartbeat for {3 * HEARTBEAT_S} s" in state["message"], state
-
-
-class Receiver(http.server.BaseHTTPRequestHandler):
-    """A local HTTP receiver standing in for a chat or paging webhook."""
-
-    received: list[dict] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length", 0)))
-        Receiver.received.append({"path": self.path, "json": json.loads(body or b"null")})
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def _start_run(api: str, deployment_id: str) -> dict:
