@@ -19,7 +19,8 @@ function says so).
 ``stratacrawl: repair a source whose layout changed``: every ``stratacrawl.alert.fired``
 event of rule ``integrity`` (the cleaning flow's minute-level check found a source's
 fields gone) starts a run of the ``repair`` deployment for that source: it proposes new
-rules and pauses for an approval (``flows/repair.py``). Made when the deployment exists.
+rules and pauses for an approval (``flows/repair.py``). Made after ``prefect deploy``
+(:func:`ensure_deployed`, by ``python -m deployments.bootstrap deployment-limits``).
 
 Run by ``stratacrawl up`` (through ``deployments.bootstrap``) and the load test; against
 any other Prefect API: ``PREFECT_API_URL=... python -m deployments.automations``.
@@ -179,14 +180,17 @@ def ensure(webhook_url: str | None = None) -> list[str]:
                     f"notification block named {ALERT_BLOCK!r}")
     else:
         done.append(_put(notify_alerts(block_id)) + f" (through block {ALERT_BLOCK!r})")
+    return done
+
+
+def ensure_deployed() -> list[str]:
+    """The automations that start a deployment, once ``prefect deploy`` made it."""
     with get_client(sync_client=True) as client:
         try:
             repair = client.read_deployment_by_name(REPAIR_DEPLOYMENT)
         except Exception:   # not deployed (another prefect.yaml): nothing to start
-            repair = None
-    if repair is not None:
-        done.append(_put(repair_on_integrity(repair.id)))
-    return done
+            return [f"no {REPAIR_ON_INTEGRITY!r}: no deployment {REPAIR_DEPLOYMENT}"]
+    return [_put(repair_on_integrity(repair.id))]
 
 
 if __name__ == "__main__":

@@ -86,6 +86,7 @@ def ensure_limits() -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1:] == ["deployment-limits"]:   # after `prefect deploy`
         print("deployment limits:", ", ".join(name_deployment_limits()) or "none")
+        print("automations of deployments:", "; ".join(automations.ensure_deployed()))
         sys.exit(0)
     print("registered blocks:", ", ".join(register()) or "none")
     print("global concurrency limits:", ", ".join(ensure_limits()))
