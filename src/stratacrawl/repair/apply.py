@@ -19,6 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from stratacrawl.clean.anomaly import FORMAT_ANOMALY
 from stratacrawl.cold import repairs
 from stratacrawl.cold.alerts import resolve_alerts
@@ -46,11 +48,23 @@ class Applied:
 
 async def _write_version(comps: Components, path: Path, sources: SourcesFile, source_id: str,
                          block: dict[str, Any], reason: str) -> tuple[SourcesFile, int]:
-    if not await repairs.versions(comps.pool, source_id):   # the block before any repair
-        await repairs.add_version(comps.pool, source_id, sources.get(source_id).extract
-                                  .model_dump(exclude_none=True), "before the first repair")
+    if not await repairs.versions(comps.pool, source_id):   # the block before any repair,
+        await repairs.add_version(comps.pool, source_id,   # as the file has it
+                                  _written_block(path, sources, source_id),
+                                  "before the first repair")
     updated = write_extract(path, source_id, block)
     return updated, await repairs.add_version(comps.pool, source_id, block, reason)
+
+
+def _written_block(path: Path, sources: SourcesFile, source_id: str) -> dict[str, Any]:
+    """The source's ``extract:`` block as the sources file spells it (a rollback writes
+    back what the operator wrote, defaults left out as they were)."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for entry in (doc.get("sources") if isinstance(doc, dict) else doc) or []:
+        if isinstance(entry, dict) and entry.get("id") == source_id \
+                and isinstance(entry.get("extract"), dict):
+            return dict(entry["extract"])
+    return sources.get(source_id).extract.model_dump(exclude_none=True)
 
 
 async def _reclean(comps: Components, sources: SourcesFile, source_id: str,
