@@ -90,6 +90,9 @@ class Politeness:
             wait = at - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
+                early = at - time.monotonic()
+                if early > 0:   # a loop with millisecond timers (uvloop) may wake before it
+                    await asyncio.sleep(early + 0.001)
                 waited += wait
             if time.monotonic() - at <= tolerance:
                 break
