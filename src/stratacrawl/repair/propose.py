@@ -113,14 +113,11 @@ async def fetch_again(comps: Components, sources: SourcesFile, source: Source,
                               for u in urls], on_conflict="urgent")
     stop = asyncio.Event()
     only = SourcesFile(path=sources.path, sources=[source])
-    fetched: set[str] = set()
 
-    async def watch() -> None:
-        nonlocal fetched
+    async def watch() -> None:   # ends the crawl once every URL was fetched
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            fetched = await fetched_since(comps.pool, source.id, urls, since)
-            if len(fetched) >= len(urls):
+            if len(await fetched_since(comps.pool, source.id, urls, since)) >= len(urls):
                 break
             await asyncio.sleep(1.0)
         stop.set()

@@ -103,24 +103,19 @@ class IntegrityCheck:
         self._seen: dict[str, str] = {}           # per source: the newest entry checked
         self._suites: dict[str, Any] = {}         # per source: its row-level GX suite
         self._gx: Any = None                      # (pandas batch definition) once needed
-        self.cpu_s = 0.0                          # what the checks cost this process
 
     async def check(self, source_ids: list[str] | None = None) -> list[WindowResult]:
         """One look at every source whose window has pages not checked yet."""
-        started = time.process_time()
-        try:
-            out = []
-            for sid in source_ids or self.sources.ids:
-                source = self.sources.get(sid)
-                entries = await cleaned.window(self.redis, sid)
-                if not entries or self._seen.get(sid) == entries[0][0]:
-                    continue
-                self._seen[sid] = entries[0][0]
-                out.append(await self._check_window(
-                    source, window_of(source, entries, time.time())))
-            return out
-        finally:
-            self.cpu_s += time.process_time() - started
+        out = []
+        for sid in source_ids or self.sources.ids:
+            source = self.sources.get(sid)
+            entries = await cleaned.window(self.redis, sid)
+            if not entries or self._seen.get(sid) == entries[0][0]:
+                continue
+            self._seen[sid] = entries[0][0]
+            out.append(await self._check_window(
+                source, window_of(source, entries, time.time())))
+        return out
 
     async def _check_window(self, source: Source, entries: list[str]) -> WindowResult:
         hashes = [e[2:] for e in entries if e.startswith("r:")]
