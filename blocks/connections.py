@@ -26,7 +26,7 @@ class RedisConnection(Block):
 
     _block_type_name = "Stratacrawl Redis"
     _block_type_slug = "stratacrawl-redis"
-    _logo_url = _LOGO  # type: ignore[assignment]
+    _logo_url = _LOGO
     _documentation_url = _DOCS  # type: ignore[assignment]
 
     url: SecretStr = Field(description="Redis URL, e.g. redis://host:6379/0 (may hold a password).")
@@ -50,7 +50,7 @@ class ElasticsearchConnection(Block):
 
     _block_type_name = "Stratacrawl Elasticsearch"
     _block_type_slug = "stratacrawl-elasticsearch"
-    _logo_url = _LOGO  # type: ignore[assignment]
+    _logo_url = _LOGO
     _documentation_url = _DOCS  # type: ignore[assignment]
 
     url: SecretStr = Field(description="Elasticsearch URL, e.g. https://user:pass@es:9200.")
@@ -78,7 +78,7 @@ class PostgresConnection(Block):
 
     _block_type_name = "Stratacrawl PostgreSQL"
     _block_type_slug = "stratacrawl-postgres"
-    _logo_url = _LOGO  # type: ignore[assignment]
+    _logo_url = _LOGO
     _documentation_url = _DOCS  # type: ignore[assignment]
 
     url: SecretStr = Field(description="PostgreSQL URL, e.g. postgresql://user:pass@db/crawl.")
@@ -99,7 +99,7 @@ class SourcesFileBlock(Block):
 
     _block_type_name = "Stratacrawl Sources File"
     _block_type_slug = "stratacrawl-sources-file"
-    _logo_url = _LOGO  # type: ignore[assignment]
+    _logo_url = _LOGO
     _documentation_url = _DOCS  # type: ignore[assignment]
 
     path: str = Field(description="Path of sources.yaml on the worker host.")

@@ -7,6 +7,8 @@ here too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import Flow, serve
 
 from flows.cleaning import cleaning
@@ -24,7 +26,7 @@ from flows.submit import submit
 from flows.tier_sinking import tier_sinking
 from flows.validation import validation
 
-ALL_FLOWS: list[Flow[..., object]] = [  # type: ignore[list-item]
+ALL_FLOWS: list[Flow[..., Any]] = [
     health, discovery, fetch, staging_load, cleaning, validation, demotion, tier_sinking,
     recovery, compensation, monitor, inspection, submit, repair]
 

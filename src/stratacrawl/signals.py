@@ -81,7 +81,7 @@ class StopSignals:
             for signum, handler in previous.items():
                 loop.remove_signal_handler(signum)
                 if handler is not None:   # (the loop would leave the default, not it)
-                    signal.signal(signum, handler)  # type: ignore[arg-type]
+                    signal.signal(signum, handler)
 
     def pass_on(self) -> None:
         """After a graceful stop, the signal once more to the handler the process had

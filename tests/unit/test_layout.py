@@ -179,8 +179,9 @@ def test_the_import_contracts_hold() -> None:
 @STATIC_CHECKED_BY_CI
 @pytest.mark.slow   # (a whole-tree tool run: the full suite, not the fast loop)
 def test_the_code_type_checks() -> None:
-    """mypy over the package, the flows and the blocks: a flow calling a store with a
-    signature it no longer has fails here, not in a scheduled run."""
-    run = subprocess.run([str(Path(sys.executable).with_name("mypy")), "src", "flows", "blocks"],
+    """mypy, strict, over the package, the flows, the blocks and the deployments: a flow
+    calling a store with a signature it no longer has fails here, not in a scheduled run."""
+    run = subprocess.run([str(Path(sys.executable).with_name("mypy")),
+                          "src", "flows", "blocks", "deployments"],
                          cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -158,7 +158,7 @@ def same(kind: str, got: Any, want: Any) -> bool:
         except (TypeError, ValueError):
             return False
     if kind == "datetime":
-        return coerce("datetime", want) == got
+        return bool(coerce("datetime", want) == got)
     return " ".join(str(got).split()) == " ".join(str(want).split())
 
 

@@ -17,7 +17,7 @@ async def success_by_day(db: Db) -> list[tuple[str, date, int, int]]:
             "SELECT source_id, finished_at::date AS d, count(*) FILTER (WHERE state = 'SUCCEEDED'), "
             "count(*) FROM tasks WHERE finished_at > now() - interval '7 days' "
             "AND state IN ('SUCCEEDED', 'FAILED') GROUP BY 1, 2 ORDER BY 1, 2")
-        return [tuple(r) for r in await cur.fetchall()]  # type: ignore[misc]
+        return [tuple(r) for r in await cur.fetchall()]
 
 
 async def backlog_by_day(db: Db) -> list[tuple[date, int, int]]:
@@ -65,7 +65,7 @@ async def pages_per_worker(db: Db) -> list[tuple[str, int, Any]]:
         cur = await conn.execute(
             "SELECT worker, count(*), round(avg(elapsed_ms)::numeric, 1) FROM staging "
             "WHERE fetched_at > now() - interval '7 days' GROUP BY 1 ORDER BY 2 DESC")
-        return [tuple(r) for r in await cur.fetchall()]  # type: ignore[misc]
+        return [tuple(r) for r in await cur.fetchall()]
 
 
 async def attempts_histogram(db: Db) -> list[tuple[int, int]]:

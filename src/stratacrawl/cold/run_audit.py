@@ -63,7 +63,7 @@ def fates(conn: psycopg.Connection[Any], ids: Sequence[int], killed: str
     """Per task: (state, lease owner, staged by another worker, staged at all). One join
     (a single pass over staging, which has no task index): per-task EXISTS subqueries
     scanned staging once per task — minutes after a 10-minute run."""
-    return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+    return [tuple(r) for r in conn.execute(
         "SELECT t.state, t.lease_owner, COALESCE(bool_or(s.worker <> %s), false), "
         "count(s.task_id) > 0 FROM tasks t LEFT JOIN staging s ON s.task_id = t.id "
         "WHERE t.id = ANY(%b::bigint[]) GROUP BY t.id, t.state, t.lease_owner",

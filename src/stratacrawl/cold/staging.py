@@ -371,7 +371,7 @@ async def format_error_counts(db: Db, source_ids: Sequence[str],
             "AND clean_state IN ('cleaned', 'format_error') "
             "AND fetched_at >= now() - %(w)s - interval '24 hours' GROUP BY source_id",
             {"w": window, "ids": list(source_ids)})
-        return [tuple(row) for row in await cur.fetchall()]  # type: ignore[misc]
+        return [tuple(row) for row in await cur.fetchall()]
 
 
 # -- retention ------------------------------------------------------------------------------

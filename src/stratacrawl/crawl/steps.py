@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from stratacrawl.cold.staging import claim_undiscovered, decode_body, mark_discovered
 from stratacrawl.cold.tasks import NewTask
+from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.politeness import SourceHeld
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.frontier.recrawl import GROW, SHRINK
@@ -21,7 +22,7 @@ from stratacrawl.staging.spool import Spool
 from stratacrawl.tier_errors import POSTGRES_AWAY, TIER_DOWN
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
-from stratacrawl.urls import InvalidURL, canonical_fingerprint, canonicalize, check_target
+from stratacrawl.urls import canonical_fingerprint, canonicalize, check_target
 from stratacrawl.wiring import Components
 
 log = logging.getLogger(__name__)

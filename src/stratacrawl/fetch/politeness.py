@@ -113,7 +113,7 @@ class Politeness:
             return banked
         asked = self._asked.get(key)
         if asked is not None:
-            turn = asyncio.get_running_loop().create_future()
+            turn: asyncio.Future[float] = asyncio.get_running_loop().create_future()
             asked.waiting.append((interval, turn))
             return await turn
         self._asked[key] = asked = _Asked(rate)

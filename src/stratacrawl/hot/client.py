@@ -54,7 +54,8 @@ class _HiredisPacking:
         try:
             return [hiredis.pack_command((*words, *args[1:]))]
         except TypeError:
-            return super().pack_command(*args)  # type: ignore[misc]
+            packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
+            return packed
 
 
 _PACKED: dict[type, type] = {

@@ -114,11 +114,11 @@ Fetched = tuple[str, float, str | None, str | None, str | None, int | None]
 
 
 def _call(chunk: Sequence[tuple[str, Fields | str | None]], stamp: str
-          ) -> tuple[list[str], list]:
+          ) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of one ``url_state.lua`` call (re-references, ``None``, first;
     written fields as a mapping, or packed already)."""
     keys: list[str] = []
-    args: list = [0, stamp]
+    args: list[Any] = [0, stamp]
     for fp, fields in chunk:
         keys.append(key(fp))
         if fields is None:
