@@ -42,9 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_configure(config: pytest.Config) -> None:
     """The fast loop (``-m "not slow"``) draws fewer property examples (see
-    ``tests/support/examples.py``); test modules are imported after this."""
-    from tests.support import examples
+    ``tests/support/examples.py``); test modules are imported after this. Every process
+    the run starts ends with it, however it ends (``tests/support/reaper.py``)."""
+    from tests.support import examples, reaper
     examples.FAST = "not slow" in (config.option.markexpr or "")
+    reaper.watch_this_run()
 
 
 @pytest.fixture(scope="session", autouse=True)
