@@ -5,11 +5,9 @@ Crawl-delay if longer) on the source's shared clock in Redis, so intervals jitte
 ±20 % around their mean and are never shorter than ``1 / rate``: no second ever sees
 more than ``rate`` requests of a source, whichever workers send them.
 The configured rate is a ceiling, not a target: a 429 (or a 503 with Retry-After) from
-the site lowers the source's *effective* rate for every worker — multiplied by
-``DECREASE`` at most once per burst, recovering by ``RECOVERY_PER_S`` of the configured rate
-each second, never above it (AIMD, as TCP backs off) — and a Retry-After holds the whole
-source: nobody sends to it until then. Both live in the source's throttle hash in Redis,
-read by the same script that hands out turns.
+the site lowers the source's *effective* rate for every worker and a Retry-After holds
+the whole source (AIMD, as TCP backs off; the rule is in ``hot/lua/throttle_state.lua``,
+read by the same script that hands out turns).
 On a fast source (intervals well under ``BANK_AHEAD_S``) a script call also reserves the
 turns of the next ``BANK_AHEAD_S`` for this process's next requests, so one call serves
 several: a request takes the first of them still ahead and sleeps until it, as it would

@@ -3,21 +3,23 @@ send time), its throttle (how far 429s lowered its rate, how long a Retry-After 
 and its concurrency slots. The scripts in ``lua/`` change them atomically; the fetch
 side's politeness (jitter, sleeping until a turn) calls the operations here.
 
-The throttle factor multiplies the configured rate. A 429 burst multiplies it by
-``DECREASE`` (at most once per burst); it recovers by ``RECOVERY_PER_S`` each second,
-computed from its last change when read (no timer anywhere), up to 1: the configured rate
-is a ceiling. Slots are a sorted set of holders scored by expiry: a holder not renewed
-within its TTL no longer counts.
+The throttle's rule is written once, in ``lua/throttle_state.lua``, which every script
+reading a throttle includes: the factor multiplies the configured rate, a 429 burst
+multiplies it by ``DECREASE`` (at most once per burst) and it recovers by
+``RECOVERY_PER_S`` each second up to 1. The constants are here and travel with each call.
+Slots are a sorted set of holders scored by expiry: a holder not renewed within its TTL
+no longer counts.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+
+from redis.exceptions import NoScriptError
 
 from stratacrawl.hot import keys
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.scripts import script
+from stratacrawl.hot.scripts import named, script
 
 DECREASE = 0.5            # effective rate x this on a 429 burst
 MIN_FACTOR = 1 / 64       # never below this share of the configured rate
@@ -40,6 +42,7 @@ class Pacing:
         self._pace = script(redis, "pace")
         self._slot_renew = script(redis, "slot_renew")
         self._throttle = script(redis, "throttle")
+        self._throttle_read = script(redis, "throttle_read")
 
     async def reserve(self, source_id: str, intervals: Sequence[float], floor: float,
                       hold_wait_s: float, ahead: Sequence[float] = (),
@@ -53,8 +56,9 @@ class Pacing:
         then)."""
         answer = await self._pace(
             keys=[keys.pace(source_id), keys.throttle(source_id)],
-            args=[" ".join(f"{i:.6f}" for i in (*intervals, *ahead)), f"{floor:.6f}",
-                  RECOVERY_PER_S, hold_wait_s, len(intervals), f"{horizon_s:.6f}"])
+            args=[named(intervals=[*intervals, *ahead], floor=floor,
+                        recovery_per_s=RECOVERY_PER_S, hold_wait_s=hold_wait_s,
+                        needed=len(intervals), horizon_s=horizon_s)])
         answer = answer.decode() if isinstance(answer, bytes) else str(answer)
         if answer.startswith("held:"):
             raise SourceHeld(float(answer[5:]))
@@ -64,9 +68,9 @@ class Pacing:
                        min_gap_s: float) -> float:
         """Lower the source's factor by ``DECREASE`` unless it was lowered less than
         ``min_gap_s`` ago, and hold it ``retry_after_s`` if given; returns the factor."""
-        factor = await self._throttle(keys=[keys.throttle(source_id)], args=[
-            f"{retry_after_s or 0.0:.3f}", DECREASE, MIN_FACTOR, RECOVERY_PER_S,
-            f"{min_gap_s:.3f}"])
+        factor = await self._throttle(keys=[keys.throttle(source_id)], args=[named(
+            retry_after_s=retry_after_s or 0.0, decrease=DECREASE, min_factor=MIN_FACTOR,
+            recovery_per_s=RECOVERY_PER_S, min_gap_s=min_gap_s)])
         return float(factor)
 
     async def renew_slots(self, source_id: str, holders: list[str], limit: int,
@@ -84,29 +88,40 @@ class Pacing:
 
     async def effective_rates(self, rates: dict[str, float],
                               ) -> dict[str, tuple[float, float]]:
-        """See :func:`effective_rates`."""
-        return await effective_rates(self.redis, rates)
+        """Per source: (effective rate now, seconds it is still held) — only sources that
+        are throttled or held; the others send at their configured rate. For reports
+        (``crawl --json``, ``/metrics``, the ops page), through the read-only script that
+        applies the same rule as the pace."""
+        ids = list(rates)
+        args = named(recovery_per_s=RECOVERY_PER_S)
+        read = self._throttle_read
+        # One pipeline (a crawl asks every second): a call a source, each its own round
+        # trip, was ~0.2 round trips a page on sites that answer in seconds. A server that
+        # lost its script cache (a restart) is given the script again, once.
+        for attempt in range(2):
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for s in ids:
+                        # (EVALSHA by name: a cluster pipeline blocks its method, for
+                        # the NOSCRIPT case this handles)
+                        pipe.execute_command("EVALSHA", read.sha, 1, keys.throttle(s), args)
+                    rows = await pipe.execute()
+                break
+            except NoScriptError:
+                if attempt:
+                    raise
+                await self.redis.script_load(read.script)
+        out: dict[str, tuple[float, float]] = {}
+        for source_id, row in zip(ids, rows, strict=True):
+            if not row:
+                continue
+            factor, held = (float(v) for v in row.split())
+            if factor < 1.0 or held > 0:
+                out[source_id] = (rates[source_id] * factor, held)
+        return out
 
 
 async def effective_rates(redis: HotRedis, rates: dict[str, float],
                           ) -> dict[str, tuple[float, float]]:
-    """Per source: (effective rate now, seconds it is still held) — only sources that are
-    throttled or held; the others send at their configured rate. For reports
-    (``crawl --json``, ``/metrics``, the ops page)."""
-    ids = list(rates)
-    # One pipeline (a crawl asks every second): a command a source, each its own round
-    # trip, was ~0.2 round trips a page on sites that answer in seconds.
-    async with redis.pipeline(transaction=False) as pipe:
-        for s in ids:
-            pipe.hmget(keys.throttle(s), "factor", "at", "hold")
-        rows = await pipe.execute()
-    now = time.time()
-    out: dict[str, tuple[float, float]] = {}
-    for source_id, (factor, at, hold) in zip(ids, rows, strict=True):
-        if factor is None:
-            continue
-        f = min(1.0, float(factor) + (now - float(at or now)) * RECOVERY_PER_S)
-        held = max(0.0, float(hold or 0) - now)
-        if f < 1.0 or held > 0:
-            out[source_id] = (rates[source_id] * f, held)
-    return out
+    """:meth:`Pacing.effective_rates` for a reader that holds only a client."""
+    return await Pacing(redis=redis).effective_rates(rates)

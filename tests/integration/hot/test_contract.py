@@ -185,6 +185,12 @@ async def test_throttles_of_many_sources_read_at_once(hot_comps: Components) -> 
     spread = keys_per_node(hot_comps, "sc:{t*}:throttle")
     assert spread is None or sum(1 for n in spread if n) > 1, spread
 
+    # A server that lost its scripts (restarted) is given the read script again.
+    await hot_comps.redis.script_flush()
+    again = await p.effective_rates(dict.fromkeys(ids, 10.0))
+    assert set(again) == set(rates)
+    assert all(r == pytest.approx(5.0, abs=0.1) for r, _ in again.values())
+
 
 async def test_eviction_and_write_back_see_every_key(hot_comps: Components) -> None:
     c = hot_comps
