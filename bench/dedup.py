@@ -53,7 +53,7 @@ async def _warm_sample(c: Components, n: int) -> None:
         for fp in fps(start, min(5000, n - start), "k"):
             ops += [{"index": {"_index": index, "_id": fp}},
                     {"url_hash": fp, "last_crawled": "2026-11-29T00:00:00Z"}]
-        await c.es.bulk(operations=ops)
+        await c.warm.es.bulk(operations=ops)
 
 
 async def scrapy_redis_sadd(redis: aioredis.Redis, n: int) -> tuple[float, float]:

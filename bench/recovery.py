@@ -68,7 +68,7 @@ async def _measure(known: int, queued: int) -> dict[str, float]:
             t0 = time.monotonic()
             await _populate(c, known, queued)
             populate_s = time.monotonic() - t0
-            await c.es.index(index=rt.layout.index("url_dedup", datetime.now(UTC)),
+            await c.warm.es.index(index=rt.layout.index("url_dedup", datetime.now(UTC)),
                              id="marker", document={"url_hash": "marker"}, refresh=True)
             await c.recovery().run()                          # the filter as it was before the loss
             used_mb = (await c.redis.info("memory"))["used_memory"] / 1e6

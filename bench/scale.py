@@ -258,7 +258,7 @@ async def _warm_sample(c: Components, urls: int) -> int:
             "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM "
             "(SELECT url_hash, (row_number() OVER ()) / 1000 AS g FROM url_state "
             " WHERE last_crawled > now() - interval '7 days' LIMIT %s) r GROUP BY g", (urls,))
-    return (await demote(c.pool, c.es, c.runtime.layout)).rows
+    return (await demote(c.pool, c.warm)).rows
 
 
 # ---------------------------------------------------------------- measuring one step
@@ -436,7 +436,7 @@ async def _measure_step(rt: Runtime, plan: Plan, built: Built, step: int, to: in
 async def _sink(rt: Runtime) -> tuple[int, float]:
     async with bench_components(rt) as c:
         t0 = time.monotonic()
-        deleted, _ = await sink_warm(c.es, c.pool, rt.layout, datetime.now(UTC) + timedelta(days=10))
+        deleted, _ = await sink_warm(c.warm, c.pool, datetime.now(UTC) + timedelta(days=10))
         return deleted, time.monotonic() - t0
 
 

@@ -27,7 +27,7 @@ from stratacrawl.tiers.demotion import demote
 from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import sink_warm
 from stratacrawl.urls import fingerprint
-from stratacrawl.warm.url_docs import warm_docs
+from stratacrawl.warm.store import WarmStore
 from stratacrawl.wiring import Components
 
 FIGURES = ("sink_docs_per_s", "demote_docs_per_s")
@@ -36,7 +36,7 @@ FIGURES = ("sink_docs_per_s", "demote_docs_per_s")
 async def _measure(n: int) -> dict[str, float]:
     with bench_runtime("tiers", es_refresh_interval="1s") as rt:
         async with bench_components(rt) as c:
-            await c.es.indices.delete(index=f"{rt.layout.prefix}*", ignore_unavailable=True)
+            await c.warm.es.indices.delete(index=f"{rt.layout.prefix}*", ignore_unavailable=True)
             await rt.prepare()
             crawled = datetime.now(UTC) - timedelta(hours=1)
             async with c.pool.connection() as conn, conn.cursor().copy(
@@ -54,13 +54,14 @@ async def _measure(n: int) -> dict[str, float]:
             # baseline: the same documents by a plain bulk index into a scratch prefix
             rows = await unsynced(c.pool, n)
             scratch = rt.layout.__class__(prefix=rt.layout.prefix + "scratch_")
-            docs = [d for row in rows for d in warm_docs(scratch, row[1:])]   # (outbox id first)
+            plain_store = WarmStore(es=c.warm.es, layout=scratch)
+            docs = [d for row in rows for d in plain_store.docs(row[1:])]   # (outbox id first)
             t0 = time.monotonic()
-            await async_bulk(c.es, docs, chunk_size=2000)
+            await async_bulk(c.warm.es, docs, chunk_size=2000)
             plain = time.monotonic() - t0
-            await c.es.indices.delete(index=f"{scratch.prefix}*", ignore_unavailable=True)
+            await c.warm.es.indices.delete(index=f"{scratch.prefix}*", ignore_unavailable=True)
             t0 = time.monotonic()
-            demoted = await demote(c.pool, c.es, rt.layout)
+            demoted = await demote(c.pool, c.warm)
             demote_s = time.monotonic() - t0
             return {"demote_s": demote_s, "plain_s": plain, "docs": demoted.docs,
                     **await _sink_with_reader(c, rows)}
@@ -68,7 +69,7 @@ async def _measure(n: int) -> dict[str, float]:
 
 async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float]:  # type: ignore[type-arg]
     sample = random.Random(7).sample([r[3] for r in rows], 200)   # (outbox id, hash, source, URL, …)
-    args: dict[str, Any] = {"hot": c.hot_urls, "es": c.es, "layout": c.runtime.layout,
+    args: dict[str, Any] = {"hot": c.hot_urls, "warm": c.warm,
                             "pool": c.pool}
     before = {u: (await lookup(u, **args)) for u in sample}
     stop = asyncio.Event()
@@ -89,7 +90,7 @@ async def _sink_with_reader(c: Components, rows: list[tuple]) -> dict[str, float
 
     task = asyncio.create_task(reader())
     t0 = time.monotonic()
-    deleted, _ = await sink_warm(c.es, c.pool, c.runtime.layout,
+    deleted, _ = await sink_warm(c.warm, c.pool,
                                  datetime.now(UTC) + timedelta(days=10))
     seconds = time.monotonic() - t0
     stop.set()

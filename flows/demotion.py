@@ -19,7 +19,7 @@ from stratacrawl.wiring import open_app
 async def demotion() -> dict[str, object]:
     t0 = time.monotonic()
     async with open_app(await load_settings()) as comps:
-        stats = await step("demote to warm", lambda: demote(comps.pool, comps.es, comps.runtime.layout))
+        stats = await step("demote to warm", lambda: demote(comps.pool, comps.warm))
     summary: dict[str, object] = {"rows": stats.rows, "docs": stats.docs, "busy": stats.busy,
                                   "error": stats.error,
                                   "seconds": round(time.monotonic() - t0, 1)}

@@ -205,8 +205,9 @@ async def prepared_runtime(settings: Settings, embedded: tuple[str, ...] | list[
     runtime = Runtime(settings, endpoints)
     await runtime.prepare()
     yield runtime
-    async with runtime.es_client() as es:
-        await es.indices.delete(index=f"{settings.es_index_prefix}*", ignore_unavailable=True)
+    async with runtime.warm_store() as warm:
+        await warm.es.indices.delete(index=f"{settings.es_index_prefix}*",
+                                     ignore_unavailable=True)
 
 
 @pytest.fixture

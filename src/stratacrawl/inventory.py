@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from stratacrawl.cold.db import row_counts
 from stratacrawl.hot.client import key_count, used_memory_bytes
-from stratacrawl.warm.url_docs import docs_count
+from stratacrawl.warm.indices import FAMILIES
 from stratacrawl.wiring import Runtime
 
 COLD_TABLES = ("tasks", "url_state", "staging", "records", "sessions", "validation_results", "alerts",
@@ -33,8 +33,8 @@ async def take_inventory(rt: Runtime) -> Inventory:
         keys = await key_count(r)
         used = await used_memory_bytes(r) / 2**20
     warm: dict[str, int] = {}
-    async with rt.es_client() as es:
-        for family in ("url_dedup", "url_meta"):
-            warm[family] = await docs_count(es, f"{rt.layout.prefix}{family}-*")
+    async with rt.warm_store() as store:
+        for family in FAMILIES:
+            warm[family] = await store.count(family)
     cold = await row_counts(rt.database_url, COLD_TABLES)
     return Inventory(keys, used, warm, cold)

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisClusterException
 
@@ -67,7 +66,8 @@ from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.recovery import Recovery
 from stratacrawl.warm import client as warm_client
 from stratacrawl.warm.client import make_client
-from stratacrawl.warm.indices import IndexLayout, ensure_templates, ensure_week_indices
+from stratacrawl.warm.indices import IndexLayout
+from stratacrawl.warm.store import WarmStore
 
 if TYPE_CHECKING:  # use cases a crawl process never runs: imported where they are used
     from stratacrawl.clean.cleaner import Cleaner  # (trafilatura, lxml)
@@ -126,9 +126,12 @@ class Runtime:
                        pool_wait_s=REDIS_POOL_WAIT_S, connect_timeout_s=s.connect_timeout_s,
                        **kwargs)
 
-    def es_client(self, **kwargs: Any) -> AsyncElasticsearch:
-        return make_client(self.endpoints.elasticsearch_url, plain_json=self.es_plain_json,
-                           **kwargs)
+    def warm_store(self, **kwargs: Any) -> WarmStore:
+        """The warm tier's store on a client of its own (closed with the store); ``kwargs``
+        go to the client (timeouts, retries)."""
+        return WarmStore(es=make_client(self.endpoints.elasticsearch_url,
+                                        plain_json=self.es_plain_json, **kwargs),
+                         layout=self.layout)
 
     def check_urls(self) -> None:
         """Each tier's URL well-formed, or a :class:`ConfigError` naming the setting it
@@ -153,9 +156,8 @@ class Runtime:
         await check_redis(self)     # the driver's refusal is a 90-line traceback otherwise
         await asyncio.to_thread(db.migrate, self.database_url)
         try:
-            async with self.es_client() as es:
-                await ensure_templates(es, self.layout)
-                await ensure_week_indices(es, self.layout)
+            async with self.warm_store() as warm:
+                await warm.prepare()
         except StratacrawlError:
             raise
         except Exception as e:  # the client raises many transport types
@@ -183,9 +185,9 @@ async def check_redis(rt: Runtime) -> str:
 async def check_elasticsearch(rt: Runtime) -> str:
     url = redact(rt.endpoints.elasticsearch_url)
     try:
-        async with rt.es_client(request_timeout=rt.settings.connect_timeout_s,
-                                max_retries=0) as es:
-            info = await es.info()
+        async with rt.warm_store(request_timeout=rt.settings.connect_timeout_s,
+                                 max_retries=0) as warm:
+            info = await warm.info()
     except Exception as e:  # the client raises many transport types
         raise ServiceUnavailable("Elasticsearch", url, str(e) or type(e).__name__) from None
     version = info.get("version", {})
@@ -202,7 +204,7 @@ class Components:
 
     runtime: Runtime
     redis: HotRedis
-    es: AsyncElasticsearch
+    warm: WarmStore
     pool: AsyncConnectionPool
     ledger: Ledger
     hot_queue: HotQueue
@@ -296,15 +298,14 @@ class Components:
         from stratacrawl.tiers.sinking import sink
 
         s = self.settings
-        return await sink(redis=self.redis, es=self.es, pool=self.pool,
-                          layout=self.runtime.layout,
+        return await sink(redis=self.redis, warm=self.warm, pool=self.pool,
                           warm_retention=timedelta(days=s.warm_retention_days),
                           staging_days=s.staging_retention_days,
                           snapshot_sources=snapshot_sources, now=now, run=run)
 
     def recovery(self) -> Recovery:
         return Recovery(ledger=self.ledger, frontier=self.frontier, bloom=self.bloom,
-                        redis=self.redis, pool=self.pool, es=self.es, layout=self.runtime.layout,
+                        redis=self.redis, pool=self.pool, warm=self.warm,
                         retention=timedelta(days=self.settings.warm_retention_days),
                         state_path=self.settings.state_path)
 
@@ -313,7 +314,7 @@ class Components:
 async def open_components(rt: Runtime) -> AsyncIterator[Components]:
     """Clients on ``rt``'s tiers and the stores over them, closed on exit."""
     s = rt.settings
-    async with (rt.redis_client() as redis, rt.es_client() as es,
+    async with (rt.redis_client() as redis, rt.warm_store() as warm,
                 make_pool(rt.database_url, max_size=s.pg_pool_size) as pool):
         await check_kind(redis, redact(rt.endpoints.redis_url))
         ledger = Ledger(pool=pool)
@@ -323,12 +324,12 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
         bloom = BloomFilter(redis=redis, spec=BloomSpec.for_capacity(
             s.bloom_capacity, s.bloom_fp_rate, shards=s.bloom_shards))
         hot_urls = HotURLState(redis=redis)
-        dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, es=es, layout=rt.layout,
+        dedup = Dedup(bloom=bloom, hot=hot_urls, pool=pool, warm=warm,
                       window=timedelta(days=s.dedup_window_days))
         await _bloom_ready_if_nothing_known(bloom, pool)
         url_rules = UrlRules(pool=pool, redis=redis)
         yield Components(
-            runtime=rt, redis=redis, es=es, pool=pool, ledger=ledger, hot_queue=hot_queue,
+            runtime=rt, redis=redis, warm=warm, pool=pool, ledger=ledger, hot_queue=hot_queue,
             frontier=frontier, bloom=bloom, hot_urls=hot_urls, dedup=dedup,
             discovery=Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
             scheduler=Scheduler(redis=redis, max_batches=s.fetch_max_batches),

@@ -92,7 +92,8 @@ async def test_task_state_is_constrained(rt: Runtime) -> None:
 
 async def test_weekly_indices_follow_the_template(rt: Runtime) -> None:
     index = rt.layout.index("url_dedup", datetime.now(UTC))
-    async with rt.es_client() as es:
+    async with rt.warm_store() as warm:
+        es = warm.es
         assert await es.indices.exists(index=index)
         mapping = await es.indices.get_mapping(index=index)
         props = mapping[index]["mappings"]["properties"]

@@ -92,6 +92,21 @@ def test_elasticsearch_queries_live_only_in_warm() -> None:
     assert not ES_CALL.search("r = await client.get(url)")
 
 
+ES_IMPORT = re.compile(r"^\s*(from|import) elasticsearch\b", re.MULTILINE)
+
+
+def test_only_the_warm_store_knows_the_elasticsearch_client() -> None:
+    """The tiers, the frontier and the reports take a ``WarmStore`` (the composition root
+    builds it): no module outside ``stratacrawl/warm/`` imports the client's package, so
+    another warm backend is another store, not an edit of its callers."""
+    warm = ROOT / "src" / "stratacrawl" / "warm"
+    found = [str(path.relative_to(ROOT))
+             for path in sorted((ROOT / "src" / "stratacrawl").rglob("*.py"))
+             if warm not in path.parents and ES_IMPORT.search(path.read_text())]
+    assert found == [], "the Elasticsearch client outside stratacrawl/warm/: " + ", ".join(found)
+    assert ES_IMPORT.search("x = 1\n    from elasticsearch import AsyncElasticsearch\n")
+
+
 REDIS_COMMANDS = (
     "bitfield|bitop|blpop|brpop|dbsize|decr|decrby|delete|eval|evalsha|execute_command|"
     "exists|expire|flushall|flushdb|get|getdel|hdel|hget|hgetall|hincrby|hincrbyfloat|hkeys|"

@@ -40,8 +40,7 @@ def lookup_cmd(url: str = typer.Argument(..., help="A URL (any form: it is canon
 
     async def main() -> URLFacts | None:
         async with open_app(settings()) as c:
-            return await lookup(url, hot=c.hot_urls, es=c.es, layout=c.runtime.layout,
-                                pool=c.pool)
+            return await lookup(url, hot=c.hot_urls, warm=c.warm, pool=c.pool)
 
     facts = run(main())
     if as_json:
@@ -89,7 +88,7 @@ def demote_cmd(as_json: bool = JSON) -> None:
 
     async def main() -> DemoteStats:
         async with open_app(s) as c:
-            return await demote(c.pool, c.es, c.runtime.layout)
+            return await demote(c.pool, c.warm)
 
     r = run(main())
     if as_json:

@@ -38,7 +38,7 @@ async def demote_safe(comps: Components, max_rounds: int | None = None,
                       limit: int = 5000) -> DemoteStats:
     """Demotion that never stops a crawl: PostgreSQL or Elasticsearch away → try later."""
     try:
-        return await demote(comps.pool, comps.es, comps.runtime.layout, limit=limit,
+        return await demote(comps.pool, comps.warm, limit=limit,
                             max_rounds=max_rounds)
     except AWAY as e:
         log.warning("crawl: demotion paused (%r)", e)

@@ -21,14 +21,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from enum import StrEnum
 
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import last_crawled
 from stratacrawl.hot.bloom import BloomFilter
 from stratacrawl.hot.url_state import HotURLState
-from stratacrawl.warm.indices import IndexLayout
-from stratacrawl.warm.url_docs import last_crawled as warm_last_crawled
+from stratacrawl.warm.store import WarmStore
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +53,13 @@ class Dedup:
     """Batch dedup over the three tiers."""
 
     def __init__(self, *, bloom: BloomFilter, hot: HotURLState, pool: AsyncConnectionPool,
-                 es: AsyncElasticsearch | None, layout: IndexLayout,
+                 warm: WarmStore | None,
                  window: timedelta = timedelta(days=7), cache_ttl_s: float = 0.3,
                  hedge_s: float = 0.001, ask_both_max: int = ASK_BOTH_MAX) -> None:
         self.bloom = bloom
         self.hot = hot
         self.pool = pool
-        self.es = es
-        self.layout = layout
+        self.warm = warm
         self.window = window
         self.cache_ttl_s = cache_ttl_s
         self.hedge_s = hedge_s
@@ -220,7 +217,7 @@ class Dedup:
             await self._flusher
 
     async def _warm_safe(self, fps: list[str]) -> dict[str, float]:
-        if self.es is None:
+        if self.warm is None:
             return {}
         try:
             return await self._warm(fps)
@@ -230,8 +227,8 @@ class Dedup:
             return {}
 
     async def _warm(self, fps: list[str]) -> dict[str, float]:
-        assert self.es is not None
-        return await warm_last_crawled(self.es, self.layout, fps, self.window.days)
+        assert self.warm is not None
+        return await self.warm.last_crawled(fps, self.window.days)
 
     async def _cold(self, fps: list[str]) -> dict[str, float | None]:
         return await last_crawled(self.pool, fps)

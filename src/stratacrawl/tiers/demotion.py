@@ -14,12 +14,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import demotion_lock, mark_synced, unsynced
-from stratacrawl.warm.indices import IndexLayout
-from stratacrawl.warm.url_docs import index_docs, warm_docs
+from stratacrawl.warm.store import WarmStore
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +30,7 @@ class DemoteStats:
     busy: bool = False   # another process was demoting: this one left it to it
 
 
-async def demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
+async def demote(pool: AsyncConnectionPool, warm: WarmStore,
                  *, limit: int = 5000, max_rounds: int | None = None) -> DemoteStats:
     """Index unsynced URL state in warm until none is left (or ``max_rounds`` batches);
     an Elasticsearch failure stops the run and leaves the watermark where it was.
@@ -42,11 +40,11 @@ async def demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Inde
     async with demotion_lock(pool) as got:
         if not got:
             return DemoteStats(busy=True)
-        return await _demote(pool, es, layout, limit, max_rounds)
+        return await _demote(pool, warm, limit, max_rounds)
 
 
-async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: IndexLayout,
-                  limit: int, max_rounds: int | None) -> DemoteStats:
+async def _demote(pool: AsyncConnectionPool, warm: WarmStore, limit: int,
+                  max_rounds: int | None) -> DemoteStats:
     stats = DemoteStats()
     rounds = 0
     while max_rounds is None or rounds < max_rounds:
@@ -55,9 +53,9 @@ async def _demote(pool: AsyncConnectionPool, es: AsyncElasticsearch, layout: Ind
         if not entries:
             break
         latest = {e[1]: e[1:] for e in entries if e[1] is not None}  # each URL once
-        actions = [doc for row in latest.values() for doc in warm_docs(layout, row)]
+        actions = [doc for row in latest.values() for doc in warm.docs(row)]
         try:
-            ok, failed = await index_docs(es, actions)
+            ok, failed = await warm.index(actions)
         except Exception as e:  # warm is down: backfill later from the watermark
             stats.error = f"{type(e).__name__}: {e}"
             log.warning("demotion: warm tier unavailable, will backfill: %s", e)

@@ -11,14 +11,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.url_state import url_facts
 from stratacrawl.hot.url_state import HotURLState
 from stratacrawl.urls import canonical_fingerprint, canonicalize
-from stratacrawl.warm.indices import IndexLayout
-from stratacrawl.warm.url_docs import newest
+from stratacrawl.warm.store import WarmStore
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +52,12 @@ def _ts(value: Any) -> str | None:
         "+00:00", "Z")
 
 
-async def lookup(url: str, *, hot: HotURLState, es: AsyncElasticsearch | None,
-                 layout: IndexLayout, pool: AsyncConnectionPool) -> URLFacts | None:
+async def lookup(url: str, *, hot: HotURLState, warm: WarmStore | None,
+                 pool: AsyncConnectionPool) -> URLFacts | None:
     canonical = canonicalize(url)
     fp = canonical_fingerprint(canonical)
     (hot_entry,) = await hot.get_many([fp])
-    facts = await _warm(fp, canonical, es, layout) if es is not None else None
+    facts = await _warm(fp, canonical, warm) if warm is not None else None
     if facts is None:
         facts = await _cold(fp, canonical, pool)
     if facts is not None:
@@ -67,10 +65,9 @@ async def lookup(url: str, *, hot: HotURLState, es: AsyncElasticsearch | None,
     return facts
 
 
-async def _warm(fp: str, canonical: str, es: AsyncElasticsearch,
-                layout: IndexLayout) -> URLFacts | None:
+async def _warm(fp: str, canonical: str, warm: WarmStore) -> URLFacts | None:
     try:
-        found = await newest(es, layout, fp)
+        found = await warm.newest(fp)
     except Exception as e:  # warm down or no index yet: cold answers
         log.debug("lookup: warm unavailable: %s", e)
         return None

@@ -16,7 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import Ledger
@@ -35,8 +34,8 @@ from stratacrawl.staging.loader import DamagedFile, DrainReport, drain
 from stratacrawl.staging.spool import Spool
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
-from stratacrawl.warm.indices import FAMILIES, IndexLayout
-from stratacrawl.warm.url_docs import docs_per_week
+from stratacrawl.warm.indices import FAMILIES
+from stratacrawl.warm.store import WarmStore
 
 BLOOM_CHUNK = 100_000
 # Sources whose windows are refilled at once (each a ledger read and a Redis write).
@@ -68,19 +67,18 @@ class RecoveryReport:
 class Recovery:
     """The recovery steps over the stores they rebuild: ``frontier``'s ready queues from
     ``ledger``, ``bloom`` from the URL state in ``pool``, the sessions into ``redis``, the
-    spool under ``state_path``, and ``es``'s weekly indices (``layout``) for URLs within
+    spool under ``state_path``, and ``warm``'s weekly indices for URLs within
     ``retention``."""
 
     def __init__(self, *, ledger: Ledger, frontier: Frontier, bloom: BloomFilter,
-                 redis: HotRedis, pool: AsyncConnectionPool, es: AsyncElasticsearch,
-                 layout: IndexLayout, retention: timedelta, state_path: Path) -> None:
+                 redis: HotRedis, pool: AsyncConnectionPool, warm: WarmStore,
+                 retention: timedelta, state_path: Path) -> None:
         self.ledger = ledger
         self.frontier = frontier
         self.bloom = bloom
         self.redis = redis
         self.pool = pool
-        self.es = es
-        self.layout = layout
+        self.warm = warm
         self.retention = retention
         self.state_path = state_path
 
@@ -120,7 +118,7 @@ class Recovery:
         non-empty outbox is indexed here too (bounded like a re-index), so the next
         recovery finishes what the last one began."""
         try:
-            in_warm = {family: await docs_per_week(self.es, self.layout, family)
+            in_warm = {family: await self.warm.docs_per_week(family)
                        for family in FAMILIES}
         except Exception as e:
             return f"warm unavailable ({type(e).__name__}); backfill later"
@@ -133,7 +131,7 @@ class Recovery:
             waiting = await outbox_urls(self.pool)
             if not waiting:
                 return f"warm holds {held} documents, as cold expects"
-            stats = await demote(self.pool, self.es, self.layout, limit=REFILL_BATCH,
+            stats = await demote(self.pool, self.warm, limit=REFILL_BATCH,
                                  max_rounds=REFILL_NOW_ROUNDS)
             rest = (f"; the other ~{waiting - stats.rows} wait for the demotion deployment"
                     if stats.rows < waiting else "")
@@ -146,7 +144,7 @@ class Recovery:
         # waits in the warm outbox (durable, so the refill resumes wherever it stopped) for
         # the `demotion` deployment or `stratacrawl demote`. Dedup answers from cold for
         # what warm does not hold meanwhile.
-        stats = await demote(self.pool, self.es, self.layout, limit=REFILL_BATCH,
+        stats = await demote(self.pool, self.warm, limit=REFILL_BATCH,
                              max_rounds=REFILL_NOW_ROUNDS)
         where = "; ".join(f"{family} short in {', '.join(w)}" for family, w in short.items() if w)
         rest = (f"; the other ~{queued - stats.rows} wait in the warm outbox for the demotion "

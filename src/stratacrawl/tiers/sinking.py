@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.ledger import Ledger
@@ -34,8 +33,7 @@ from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.url_state import access_of, fingerprint_batches
 from stratacrawl.steps import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
-from stratacrawl.warm.indices import IndexLayout, ensure_week_indices
-from stratacrawl.warm.url_docs import accessed_before, drop_empty_weeks, index_docs, refresh
+from stratacrawl.warm.store import WarmStore
 
 log = logging.getLogger(__name__)
 PAGE = 5000
@@ -68,7 +66,7 @@ async def write_back_access(redis: HotRedis, pool: AsyncConnectionPool,
     return total
 
 
-async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: IndexLayout,
+async def sink_warm(warm: WarmStore, pool: AsyncConnectionPool,
                     cutoff: datetime) -> tuple[int, int]:
     """Documents whose ``last_access`` is before ``cutoff`` leave warm unless cold shows a
     later access (then their ``last_access`` is refreshed). Returns (deleted, refreshed).
@@ -76,12 +74,12 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
     Pages of ``url_dedup`` ids find the URLs; each URL's ``url_meta`` twin (same id, same
     week) goes with it. A second pass over ``url_meta`` catches any orphan."""
     deleted = refreshed = 0
-    dedup, meta = layout.alias("url_dedup"), layout.alias("url_meta")
-    for family, twins in ((dedup, (dedup, meta)), (meta, (meta,))):
-        await refresh(es, family)
+    dedup, meta = warm.layout.alias("url_dedup"), warm.layout.alias("url_meta")
+    for family, alias, twins in (("url_dedup", dedup, (dedup, meta)), ("url_meta", meta, (meta,))):
+        await warm.refresh(family)
         skipped: set[str] = set()
         while True:
-            hits = await accessed_before(es, family, cutoff, skipped, PAGE)
+            hits = await warm.accessed_before(family, cutoff, skipped, PAGE)
             if not hits:
                 break
             cold = await last_used(pool, list({h["_id"] for h in hits}))
@@ -91,7 +89,7 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
                 if seen is None:  # never sink what cold does not hold
                     skipped.add(h["_id"])
                     continue
-                week = h["_index"][len(family):]
+                week = h["_index"][len(alias):]
                 for twin in twins:
                     if seen >= cutoff:
                         actions.append({"_op_type": "update", "_index": twin + week,
@@ -106,8 +104,8 @@ async def sink_warm(es: AsyncElasticsearch, pool: AsyncConnectionPool, layout: I
             if not actions:
                 continue
             actions.sort(key=lambda a: a["_index"])  # runs of one index
-            await index_docs(es, actions, chunk=2 * PAGE)
-            await refresh(es, family)
+            await warm.index(actions, chunk=2 * PAGE)
+            await warm.refresh(family)
     return deleted, refreshed
 
 
@@ -125,8 +123,8 @@ async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_
     return dropped, copied
 
 
-async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnectionPool,
-               layout: IndexLayout, warm_retention: timedelta, staging_days: int,
+async def sink(*, redis: HotRedis, warm: WarmStore, pool: AsyncConnectionPool,
+               warm_retention: timedelta, staging_days: int,
                snapshot_sources: list[str], now: datetime | None = None,
                run: StepRunner = run_directly) -> SinkReport:
     """The nightly run, each step through ``run`` (a task run of its own in a flow); see
@@ -141,17 +139,17 @@ async def sink(*, redis: HotRedis, es: AsyncElasticsearch, pool: AsyncConnection
         finally:
             report.steps[name] = round(time.monotonic() - t0, 3)
 
-    report.demoted = await step("backfill demotion", lambda: demote(pool, es, layout))
+    report.demoted = await step("backfill demotion", lambda: demote(pool, warm))
     # (ASCII names: the Prefect UI drops an arrow from a task run name)
     report.access_written_back = await step("hot access to cold",
                                             lambda: write_back_access(redis, pool))
     if report.demoted.error is None:  # warm reachable
         report.warm_deleted, report.warm_refreshed = await step(
-            "warm to cold", lambda: sink_warm(es, pool, layout, now - warm_retention))
+            "warm to cold", lambda: sink_warm(warm, pool, now - warm_retention))
         report.indices_dropped = await step("drop empty weeks",
-                                            lambda: drop_empty_weeks(es, layout, now))
+                                            lambda: warm.drop_empty_weeks(now))
         report.indices_created = await step("create weeks ahead",
-                                            lambda: ensure_week_indices(es, layout, 2, now))
+                                            lambda: warm.create_weeks_ahead(2, now))
     report.staging_dropped, report.snapshot_rows = await step(
         "staging retention", lambda: expire_staging(
             pool, keep_days=staging_days, snapshot_sources=snapshot_sources, today=now.date()))

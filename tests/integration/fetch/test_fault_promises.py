@@ -175,7 +175,7 @@ async def _crawled_into_warm(comps: Components, specs: list[Any]) -> int:
     """The sites crawled and every fetched URL demoted to warm; how many cold marks synced."""
     with SimulatorThread(specs):
         await crawl(comps, sources_for(specs), until_idle=True, seconds=60, flush_s=0.3)
-    await demote(comps.pool, comps.es, comps.runtime.layout)
+    await demote(comps.pool, comps.warm)
     return await _count(comps, "SELECT count(*) FROM url_state WHERE warm_synced_at "
                         "IS NOT NULL")
 
@@ -188,22 +188,22 @@ async def test_recovery_refills_a_partly_lost_warm_tier(comps: Components) -> No
     layout = comps.runtime.layout
     assert synced > 20
     index = f"{layout.alias('url_dedup')}-*"
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == synced
-    await comps.es.indices.delete(index=f"{layout.prefix}url_*")  # warm lost...
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == synced
+    await comps.warm.es.indices.delete(index=f"{layout.prefix}url_*")  # warm lost...
     async with comps.pool.connection() as conn:  # ...and one URL crawled since
         await conn.execute("WITH u AS (UPDATE url_state SET last_crawled = now() WHERE url_hash = "
                            "(SELECT url_hash FROM url_state WHERE warm_synced_at IS NOT NULL "
                            "LIMIT 1) RETURNING url_hash) "
                            "INSERT INTO warm_outbox (url_hashes) SELECT array_agg(url_hash) FROM u")
-    await demote(comps.pool, comps.es, layout)
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == 1
+    await demote(comps.pool, comps.warm)
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == 1
     report = await comps.recovery().run()
     step = next(s for s in report.steps if s.name.startswith("re-index warm"))
     assert step.result.startswith("re-indexed"), step.result
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == synced
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == synced
     step = next(s for s in (await comps.recovery().run()).steps if s.name.startswith("re-index warm"))
     assert "as cold expects" in step.result  # nothing more to do
 
@@ -233,11 +233,11 @@ async def test_a_large_refill_is_bounded_and_finished_by_demotion(
     assert step.result.startswith(f"re-indexed 1000 of {n} URLs"), step.result
     assert "the other ~1500 wait in the warm outbox" in step.result, step.result
     index = f"{comps.runtime.layout.alias('url_dedup')}-*"
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == 1000
-    await demote(comps.pool, comps.es, comps.runtime.layout)   # the demotion deployment's run
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == n
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == 1000
+    await demote(comps.pool, comps.warm)   # the demotion deployment's run
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == n
     step = next(s for s in (await comps.recovery().run()).steps
                 if s.name.startswith("re-index warm"))
     assert "as cold expects" in step.result, step.result
@@ -249,16 +249,16 @@ async def test_recovery_refills_url_meta_lost_alone(comps: Components) -> None:
     synced = await _crawled_into_warm(comps, small_site(1, hosts(), backlog=20))
     layout = comps.runtime.layout
     meta, dedup = f"{layout.alias('url_meta')}-*", f"{layout.alias('url_dedup')}-*"
-    await comps.es.indices.refresh(index=meta)
-    assert synced > 10 and (await comps.es.count(index=meta))["count"] == synced
-    await comps.es.indices.delete(index=meta)          # one family lost
+    await comps.warm.es.indices.refresh(index=meta)
+    assert synced > 10 and (await comps.warm.es.count(index=meta))["count"] == synced
+    await comps.warm.es.indices.delete(index=meta)          # one family lost
     step = next(s for s in (await comps.recovery().run()).steps
                 if s.name.startswith("re-index warm"))
     assert step.result.startswith("re-indexed") and "url_meta short" in step.result, step.result
     assert "url_dedup short" not in step.result
     for index in (meta, dedup):
-        await comps.es.indices.refresh(index=index)
-        assert (await comps.es.count(index=index))["count"] == synced, index
+        await comps.warm.es.indices.refresh(index=index)
+        assert (await comps.warm.es.count(index=index))["count"] == synced, index
 
 
 async def test_a_re_index_cut_short_is_finished_by_the_next_recovery(
@@ -281,8 +281,8 @@ async def test_a_re_index_cut_short_is_finished_by_the_next_recovery(
     assert results[0].startswith(f"re-indexed 1000 of {n} URLs"), results
     assert "indexed 1000 of the 1200 URLs waiting in the warm outbox" in results[1], results
     assert "indexed 200 of the 200 URLs" in results[2], results
-    await comps.es.indices.refresh(index=index)
-    assert (await comps.es.count(index=index))["count"] == n
+    await comps.warm.es.indices.refresh(index=index)
+    assert (await comps.warm.es.count(index=index))["count"] == n
     step = next(s for s in (await comps.recovery().run()).steps
                 if s.name.startswith("re-index warm"))
     assert "as cold expects" in step.result, step.result

@@ -194,9 +194,9 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
                 step = next(x for x in (await c.recovery().run()).steps
                             if x.name.startswith("re-index warm"))
                 assert step.result.startswith("re-indexed"), step.result
-                await demote(c.pool, c.es, rt.layout)
+                await demote(c.pool, c.warm)
                 index = f"{rt.layout.alias('url_dedup')}-*"
-                await c.es.indices.refresh(index=index)
+                await c.warm.es.indices.refresh(index=index)
                 async with c.pool.connection() as conn:
                     synced = (await (await conn.execute(
                         "SELECT count(*) FROM url_state WHERE warm_synced_at IS NOT NULL"
@@ -205,7 +205,7 @@ async def test_elasticsearch_killed_mid_crawl_then_back_empty(settings: Settings
                         "SELECT count(*) FROM url_state WHERE last_crawled IS NOT NULL AND "
                         "warm_synced_at IS NULL")).fetchone())[0]
                 assert unsynced == 0 and synced > 20
-                assert (await c.es.count(index=index))["count"] == synced
+                assert (await c.warm.es.count(index=index))["count"] == synced
     finally:
         es.kill()
         es.wait(10)

@@ -79,7 +79,7 @@ async def test_dedup_verdicts_through_every_tier(comps: Components) -> None:
     # here, for one URL too, so warm's answer decides.)
     d.hedge_s, d.ask_both_max = 5.0, 0
     index = comps.runtime.layout.index("url_dedup", datetime.now(UTC))
-    await comps.es.index(index=index, id=fp(3), document={
+    await comps.warm.es.index(index=index, id=fp(3), document={
         "url_hash": fp(3), "last_crawled": datetime.now(UTC).isoformat()})
     assert await d.check([fp(3)]) == [Seen.RECENT]
     assert d.stats["warm"] == 1
@@ -104,9 +104,11 @@ async def test_a_handful_of_urls_hot_lacks_asks_warm_and_cold_at_once(
 
 async def test_dedup_degrades_to_cold_when_warm_is_down(comps: Components) -> None:
     from stratacrawl.warm.client import make_client
+    from stratacrawl.warm.store import WarmStore
 
-    comps.dedup.es = make_client("http://127.0.0.1:1", plain_json=True, request_timeout=1,
-                                 max_retries=0)
+    comps.dedup.warm = WarmStore(es=make_client("http://127.0.0.1:1", plain_json=True,
+                                                request_timeout=1, max_retries=0),
+                                 layout=comps.warm.layout)
     comps.dedup.cache_ttl_s = 0
     # Warm first, cold after it failed (or its hedge time): asked both at once, cold may
     # answer before warm's failure is counted, and the count below raced.
@@ -116,7 +118,7 @@ async def test_dedup_degrades_to_cold_when_warm_is_down(comps: Components) -> No
     await set_crawled(comps, [fp(5)], datetime.now(UTC))
     assert await comps.dedup.check([fp(5)]) == [Seen.RECENT]
     assert comps.dedup.stats["warm_errors"] == 1
-    await comps.dedup.es.close()
+    await comps.dedup.warm.close()
 
 
 async def test_burst_cache_absorbs_identical_checks(comps: Components) -> None:

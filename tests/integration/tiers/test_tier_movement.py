@@ -19,6 +19,7 @@ from stratacrawl.tiers.lookup import lookup
 from stratacrawl.tiers.sinking import expire_staging, sink
 from stratacrawl.urls import fingerprint
 from stratacrawl.warm.client import make_client
+from stratacrawl.warm.store import WarmStore
 from stratacrawl.wiring import Components
 from tests.support.hosts import hosts
 from tests.support.sites import small_site, sources_for
@@ -35,8 +36,8 @@ def site() -> Iterator[tuple[SimulatorThread, list[SourceSpec]]]:
 
 async def warm_count(c: Components, family: str) -> int:
     pattern = f"{c.runtime.layout.alias(family)}-*"
-    await c.es.indices.refresh(index=pattern, ignore_unavailable=True)
-    return int((await c.es.count(index=pattern, ignore_unavailable=True,
+    await c.warm.es.indices.refresh(index=pattern, ignore_unavailable=True)
+    return int((await c.warm.es.count(index=pattern, ignore_unavailable=True,
                                  allow_no_indices=True))["count"])
 
 
@@ -68,7 +69,7 @@ async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Comp
     assert await warm_count(comps, "url_dedup") == crawled == await warm_count(comps, "url_meta")
 
     urls = [it["url"] for items in st.sim.truth().values() for it in items][:10]
-    args = {"hot": comps.hot_urls, "es": comps.es, "layout": comps.runtime.layout,
+    args = {"hot": comps.hot_urls, "warm": comps.warm,
             "pool": comps.pool}
     before = [await lookup(u, **args) for u in urls]
     assert all(f is not None and f.tier == "warm" and f.last_crawled for f in before)
@@ -79,8 +80,8 @@ async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Comp
     async with comps.pool.connection() as conn:
         await conn.execute("UPDATE url_state SET last_access = %s WHERE url_hash = %s",
                            (later - timedelta(days=5), keep))
-    result = await sink(redis=comps.redis, es=comps.es, pool=comps.pool,
-                        layout=comps.runtime.layout, warm_retention=timedelta(days=30),
+    result = await sink(redis=comps.redis, warm=comps.warm, pool=comps.pool,
+                        warm_retention=timedelta(days=30),
                         staging_days=7, snapshot_sources=[], now=later)
     assert result.warm_refreshed == 2 and result.warm_deleted == 2 * (crawled - 1)
     async with comps.pool.connection() as conn:   # finished items left the ledger
@@ -97,16 +98,16 @@ async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Comp
 async def test_warm_down_the_crawl_goes_on_and_warm_is_backfilled(comps: Components,
                                                                    site) -> None:
     _, specs = site
-    real_es = comps.es
-    comps.es = make_client("http://127.0.0.1:1", plain_json=True, request_timeout=1,
-                           max_retries=0)
-    comps.dedup.es = comps.es
+    real = comps.warm
+    comps.warm = comps.dedup.warm = WarmStore(
+        es=make_client("http://127.0.0.1:1", plain_json=True, request_timeout=1, max_retries=0),
+        layout=real.layout)
     try:
         report = await crawl(comps, sources_for(specs), until_idle=True, seconds=120,
                              flush_s=0.3)
     finally:
-        await comps.es.close()
-        comps.es = comps.dedup.es = real_es
+        await comps.warm.close()
+        comps.warm = comps.dedup.warm = real
     assert report.fetched > 0 and report.demoted == 0
     async with comps.pool.connection() as conn:
         behind = (await (await conn.execute(
@@ -114,13 +115,13 @@ async def test_warm_down_the_crawl_goes_on_and_warm_is_backfilled(comps: Compone
             "AND warm_synced_at IS NULL")).fetchone())[0]
     assert behind > 0
     # Two workers demoting at once: one indexes, the other leaves it (no double work).
-    first, second = await asyncio.gather(*(demote(comps.pool, comps.es, comps.runtime.layout)
+    first, second = await asyncio.gather(*(demote(comps.pool, comps.warm)
                                            for _ in range(2)))
     assert sorted([first.busy, second.busy]) == [False, True]
     stats = first if not first.busy else second
     assert stats.rows == behind and stats.error is None and stats.docs == 2 * behind
     assert await warm_count(comps, "url_dedup") == behind
-    again = await demote(comps.pool, comps.es, comps.runtime.layout)  # the lock was let go
+    again = await demote(comps.pool, comps.warm)  # the lock was let go
     assert not again.busy and again.rows == 0
 
 
@@ -232,7 +233,7 @@ async def test_demotion_consumes_whole_outbox_entries(comps: Components) -> None
     assert [e[1] for e in first] == hashes[:5] and len({e[0] for e in first}) == 1
     assert [e[1] for e in await unsynced(comps.pool, 6)] == hashes[:6]
     assert [e[1] for e in await unsynced(comps.pool, 7)] == hashes
-    stats = await demote(comps.pool, comps.es, comps.runtime.layout, limit=3)
+    stats = await demote(comps.pool, comps.warm, limit=3)
     assert stats.rows == 12 and stats.error is None
     assert await unsynced(comps.pool, 100) == []
     assert await warm_count(comps, "url_dedup") == 12
