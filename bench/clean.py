@@ -38,12 +38,12 @@ from stratacrawl.cold.staging import (
     ensure_partitions,
     make_row,
 )
+from stratacrawl.process.tuning import tune_long_running
 from stratacrawl.sim import build_specs
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sim.render import item_html
 from stratacrawl.sim.spec import SourceSpec
 from stratacrawl.sources import SourcesFile, load_sources, parse_sources
-from stratacrawl.tuning import tune_long_running
 
 FIGURES = ("clean_rules_pages_per_core_s",
            "clean_article_pages_per_core_s",

@@ -36,11 +36,11 @@ from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.cold.url_rules import load_rules
 from stratacrawl.crawl import crawl
+from stratacrawl.process.tuning import tune_crawl_process
 from stratacrawl.sim import SimulatorThread, build_specs
 from stratacrawl.sim.content import published_at
 from stratacrawl.sim.crawl_config import sources_document
 from stratacrawl.sources import parse_sources
-from stratacrawl.tuning import tune_crawl_process
 
 FIGURES = ("fetches_per_new_item", "freshness_lag_p50_s", "fetches_per_new_item_60x",
            "freshness_lag_p50_s_60x", "dup_fetch_ratio")

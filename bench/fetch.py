@@ -42,8 +42,8 @@ from stratacrawl.cold.staging import (
 from stratacrawl.cold.tasks import NewTask, TaskState
 from stratacrawl.crawl import CrawlReport, crawl, spool_for
 from stratacrawl.loadtest.processes import ChildProcess
+from stratacrawl.process.tuning import tune_crawl_process
 from stratacrawl.staging.writer import StagingWriter
-from stratacrawl.tuning import tune_crawl_process
 
 FIGURES = ("fetch_pages_per_s", "staging_rows_per_s", "fetch_worker_rss_mb")
 

@@ -31,7 +31,7 @@ from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.clean.run import clean_staged
 from stratacrawl.crawl import crawl
-from stratacrawl.tuning import tune_long_running
+from stratacrawl.process.tuning import tune_long_running
 from stratacrawl.validate.integrity import CHECK_S, IntegrityCheck
 
 RATE = 50.0

@@ -19,7 +19,7 @@ from bench.figure import Figure, Size, sized
 from bench.servers import bench_components, bench_runtime
 from bench.site import simulated_site
 from stratacrawl.crawl import crawl
-from stratacrawl.tuning import tune_crawl_process
+from stratacrawl.process.tuning import tune_crawl_process
 
 FIGURES = ("monitor_overhead_ratio",)
 

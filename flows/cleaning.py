@@ -11,7 +11,7 @@ from prefect.states import Failed, State
 
 from flows.common import emit, flow_sources, load_settings, publish_table, step
 from stratacrawl.clean.parallel import default_processes
-from stratacrawl.tuning import tune_long_running
+from stratacrawl.process.tuning import tune_long_running
 from stratacrawl.wiring import open_app
 
 

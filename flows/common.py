@@ -137,7 +137,7 @@ async def step(name: str, fn: Callable[[], Awaitable[Any]], fails: Verdict | Non
     real steps show in the run's page with their state, duration and retries. ``fn``
     starts the work afresh each time (a retry runs it again); it may hold open clients,
     so nothing is cached or persisted. Also the core's step runner
-    (:class:`stratacrawl.steps.StepRunner`).
+    (:class:`stratacrawl.step_runner.StepRunner`).
 
     ``fails`` judges what ``fn`` returned: a message means the step's work failed (a
     source failed its fetches, a check failed), and the task run ends Failed with that

@@ -17,9 +17,9 @@ from prefect.states import Failed, State
 from flows.common import Progress, flow_sources, load_settings, publish_table, step
 from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.crawl.verdict import failing_sources
+from stratacrawl.process.signals import StopSignals
+from stratacrawl.process.tuning import tune_crawl_process
 from stratacrawl.progress import with_json_progress
-from stratacrawl.signals import StopSignals
-from stratacrawl.tuning import tune_crawl_process
 from stratacrawl.wiring import open_app
 
 TABLE_KEY = "stratacrawl-fetch"

@@ -22,8 +22,8 @@ from lxml import etree
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stratacrawl.errors import InvalidURL, SourcesError, clip
-from stratacrawl.url_equivalence import Rule
 from stratacrawl.urls import canonicalize
+from stratacrawl.urls.equivalence import Rule
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -223,7 +223,7 @@ class AlertThresholds(_Strict):
 
 
 class UrlRules(_Strict):
-    """Learned URL equivalence rules of a source (see ``stratacrawl.url_equivalence``):
+    """Learned URL equivalence rules of a source (see ``stratacrawl.urls.equivalence``):
     ``learn`` them from the fetched pages, ``pin`` rules to apply from the start, ``forbid``
     rules never to apply — each written ``drop-param:NAME``, ``rename-param:ALIAS=NAME``,
     ``trailing-slash`` or ``path-case``, optionally scoped ``@/segment/``."""

@@ -62,7 +62,7 @@ from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 from stratacrawl.sources import SourcesFile
 from stratacrawl.staging.writer import StagingWriter
-from stratacrawl.steps import StepRunner, run_directly
+from stratacrawl.step_runner import StepRunner, run_directly
 from stratacrawl.tiers.recovery import Recovery
 from stratacrawl.warm import client as warm_client
 from stratacrawl.warm.client import make_client

@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from stratacrawl.gctune import YOUNG_THRESHOLD, GcPauses, tune_gc
+from stratacrawl.process.gctune import YOUNG_THRESHOLD, GcPauses, tune_gc
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stratacrawl.malloc import pin_mmap_threshold
+from stratacrawl.process.malloc import pin_mmap_threshold
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +22,7 @@ def test_glibc_takes_the_pinned_threshold() -> None:
 _CHURN = """
 import resource, sys
 if sys.argv[1] == "keep":
-    from stratacrawl.malloc import keep_freed_heap
+    from stratacrawl.process.malloc import keep_freed_heap
     assert keep_freed_heap() is True
 def churn():  # what parsing a page does: a few MB of small blocks, all freed at the end
     x = [bytearray(1000) for _ in range(4000)]

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratacrawl.sources import parse_sources
-from stratacrawl.url_equivalence import MIN_SUPPORT, Rule, apply, explain, mine, state_of
 from stratacrawl.urls import canonicalize
+from stratacrawl.urls.equivalence import MIN_SUPPORT, Rule, apply, explain, mine, state_of
 from tests.support.examples import examples
 
 pytestmark = pytest.mark.unit

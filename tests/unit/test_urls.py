@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratacrawl import urls as urls_module
 from stratacrawl.errors import InvalidURL
+from stratacrawl.urls import canonical as urls_module
 from stratacrawl.urls import (
     canonical_fingerprint,
     canonicalize,

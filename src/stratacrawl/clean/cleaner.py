@@ -57,8 +57,8 @@ from stratacrawl.hot import cleaned
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.parse_cache import PARSE_CACHE_TTL_S, ParseCache
 from stratacrawl.sources import Source, SourcesFile
-from stratacrawl.url_equivalence import Rule, apply, candidates
 from stratacrawl.urls import canonical_fingerprint, canonicalize
+from stratacrawl.urls.equivalence import Rule, apply, candidates
 
 log = logging.getLogger(__name__)
 BATCH_S = 0.25    # a claim is sized to about this much extraction

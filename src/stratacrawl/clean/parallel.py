@@ -100,8 +100,8 @@ def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
     from stratacrawl.clean.cleaner import POOL_SIZE, Cleaner
     from stratacrawl.cold.pool import make_pool
     from stratacrawl.hot.client import connect
+    from stratacrawl.process.tuning import tune_long_running
     from stratacrawl.sources import load_sources
-    from stratacrawl.tuning import tune_long_running
 
     tune_long_running()   # an entry point of its own: the cleaner's GC settings
 

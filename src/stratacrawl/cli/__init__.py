@@ -18,7 +18,7 @@ def main() -> None:
     The commands are imported here, not with this module: a process spawned by a command
     (a cleaner of ``clean --processes``) re-reads the console script, which imports only
     this module; the commands and all they import would cost it ~2 s of CPU."""
-    from stratacrawl.signals import Terminated, raise_on_sigterm
+    from stratacrawl.process.signals import Terminated, raise_on_sigterm
 
     before = signal.getsignal(signal.SIGTERM)
     raise_on_sigterm()   # (first: a SIGTERM while the commands import ends cleanly too)

@@ -25,7 +25,7 @@ from stratacrawl.cli import (
     tiers,
 )
 from stratacrawl.cli.help import conventional_hints, group
-from stratacrawl.logs import configure
+from stratacrawl.process.logs import configure
 
 app = group(add_completion=False, pretty_exceptions_enable=False,
             help="Stratacrawl: a crawl data platform on Redis, Elasticsearch and PostgreSQL.")

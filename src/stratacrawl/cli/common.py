@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from stratacrawl.errors import ConfigError, InvalidURL, ServiceError, StratacrawlError
+from stratacrawl.process.signals import StopSignals, Terminated
 from stratacrawl.settings import Settings
-from stratacrawl.signals import StopSignals, Terminated
 
 if TYPE_CHECKING:
     from stratacrawl.sources import SourcesFile

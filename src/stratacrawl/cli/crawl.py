@@ -28,7 +28,7 @@ from stratacrawl.cli.common import (
     sources_path,
 )
 from stratacrawl.errors import StratacrawlError
-from stratacrawl.signals import StopSignals
+from stratacrawl.process.signals import StopSignals
 
 if TYPE_CHECKING:   # (imported where used: `--help` does not load the crawler)
     from stratacrawl.cold.url_rules import CanonicalCounts, RuleRow
@@ -83,8 +83,8 @@ def crawl_cmd(
 ) -> None:
     """Run discovery and fetch until no work is due, with a progress line."""
     from stratacrawl.crawl import CrawlReport, crawl
+    from stratacrawl.process.tuning import tune_crawl_process
     from stratacrawl.progress import every, with_json_progress
-    from stratacrawl.tuning import tune_crawl_process
     from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources)

@@ -67,7 +67,7 @@ def clean_cmd(
 ) -> None:
     """Clean staged pages into records; --reclean --source S --day D redoes a source-day."""
     from stratacrawl.clean.parallel import default_processes
-    from stratacrawl.tuning import tune_long_running
+    from stratacrawl.process.tuning import tune_long_running
     from stratacrawl.wiring import open_app
 
     parsed = load_sources_file(sources, source)

@@ -54,9 +54,9 @@ def serve(
     as_json: bool = typer.Option(False, "--json", help="Announce sources as one JSON line."),
 ) -> None:
     """Serve the simulated sources until SIGINT/SIGTERM."""
+    from stratacrawl.process.tuning import tune_long_running
     from stratacrawl.sim import Simulator, build_specs
     from stratacrawl.sim.crawl_config import sources_document
-    from stratacrawl.tuning import tune_long_running
 
     specs = build_specs(sources, seed, epoch=_epoch(epoch), first_host=first_host,
                         ports=[port + i for i in range(sources)] if port else None, noise=noise)

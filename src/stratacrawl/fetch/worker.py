@@ -50,8 +50,8 @@ from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.tier_errors import TIER_DOWN
-from stratacrawl.url_equivalence import apply, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, resolve
+from stratacrawl.urls.equivalence import apply, rewrite
 
 log = logging.getLogger(__name__)
 LEVEL2_FAILURE_RATE = 0.5

@@ -20,8 +20,8 @@ from stratacrawl.frontier.links import extract
 from stratacrawl.frontier.recrawl import FRESH_CADENCES
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
-from stratacrawl.url_equivalence import Rule, rewrite
 from stratacrawl.urls import canonical_fingerprint, canonicalize, check_target, resolve
+from stratacrawl.urls.equivalence import Rule, rewrite
 
 # Links per discovery step; the event loop runs between steps (~30-50 ms of work each).
 CHUNK_LINKS = 1_000

@@ -1,4 +1,4 @@
-"""Each source's learned URL equivalence rules (``stratacrawl.url_equivalence``): mined
+"""Each source's learned URL equivalence rules (``stratacrawl.urls.equivalence``): mined
 from the pages a crawl fetched, stored in cold (``url_rules``), cached in hot, and applied
 in discovery, ``submit`` and when tasks are claimed.
 
@@ -39,8 +39,8 @@ from stratacrawl.errors import InvalidURL
 from stratacrawl.hot import caches
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.sources import Source
-from stratacrawl.url_equivalence import Rule, mine, state_of
 from stratacrawl.urls import canonical_fingerprint, canonicalize
+from stratacrawl.urls.equivalence import Rule, mine, state_of
 
 log = logging.getLogger(__name__)
 

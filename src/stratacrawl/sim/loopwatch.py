@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from stratacrawl.gctune import GcPauses
+from stratacrawl.process.gctune import GcPauses
 
 
 class LoopWatch:

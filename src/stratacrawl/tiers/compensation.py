@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from stratacrawl.cold.runs import DEAD_AFTER
 from stratacrawl.frontier.frontier import LEVEL2_DELAY, Frontier
-from stratacrawl.steps import StepRunner, run_directly
+from stratacrawl.step_runner import StepRunner, run_directly
 
 
 @dataclass

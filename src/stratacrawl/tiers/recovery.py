@@ -32,7 +32,7 @@ from stratacrawl.hot.bloom import BloomFilter
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.staging.loader import DamagedFile, DrainReport, drain
 from stratacrawl.staging.spool import Spool
-from stratacrawl.steps import StepRunner, run_directly
+from stratacrawl.step_runner import StepRunner, run_directly
 from stratacrawl.tiers.demotion import demote
 from stratacrawl.warm.indices import FAMILIES
 from stratacrawl.warm.store import WarmStore

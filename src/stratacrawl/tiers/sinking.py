@@ -31,7 +31,7 @@ from stratacrawl.cold.staging import drop_partition, staging_partitions
 from stratacrawl.cold.url_state import last_used, write_access
 from stratacrawl.hot.client import HotRedis
 from stratacrawl.hot.url_state import access_of, fingerprint_batches
-from stratacrawl.steps import StepRunner, run_directly
+from stratacrawl.step_runner import StepRunner, run_directly
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.warm.store import WarmStore
 

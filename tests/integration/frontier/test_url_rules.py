@@ -137,8 +137,8 @@ async def test_rel_canonical_is_evidence_and_contradictory_links_are_ignored_and
     answered 404, or in a loop is not evidence, and each is counted."""
     from stratacrawl.cold.url_rules import CanonicalCounts, load_canonical_counts
     from stratacrawl.frontier.url_rules import UrlRules
-    from stratacrawl.url_equivalence import Rule
     from stratacrawl.urls import canonical_fingerprint, canonicalize
+    from stratacrawl.urls.equivalence import Rule
 
     h = "http://127.0.0.1:9"
     pages: list[tuple[str, int, str | None]] = []   # (URL, status, its rel=canonical)
