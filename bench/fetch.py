@@ -9,7 +9,11 @@ baseline: a plain aiohttp client hammering the same server's pages in the same r
 ``staging_rows_per_s``: rows through the staging writer (binary COPY + ledger outcomes +
 URL state in one transaction per flush of 1,000 rows — more when rows pile up behind
 busy flushes, as they do here —, ``staging_flushes`` at once, then the hot-tier
-acknowledgements) against a plain COPY of the same rows.
+acknowledgements) against a plain COPY of the same rows into an unindexed table.
+``staging_indexed_copy_ratio``: the same rows/s against a binary COPY of the same rows
+into a table with staging's own indexes, constraints and day partitions (``LIKE staging
+INCLUDING ALL``): what landing pages costs beyond the indexes staging must keep — the
+ledger outcomes, URL state and warm outbox in the same transaction, the acknowledgements.
 ``fetch_worker_rss_mb``: peak RSS of a ``stratacrawl crawl`` process over a 5-minute crawl
 with 1 % of item pages 1-5 MB.
 """
@@ -45,7 +49,8 @@ from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.process.tuning import tune_crawl_process
 from stratacrawl.staging.writer import StagingWriter
 
-FIGURES = ("fetch_pages_per_s", "staging_rows_per_s", "fetch_worker_rss_mb")
+FIGURES = ("fetch_pages_per_s", "staging_rows_per_s", "staging_indexed_copy_ratio",
+           "fetch_worker_rss_mb")
 
 SOURCES = 20
 OVERSIZED_RATE = 0.01   # share of 1-5 MB item pages in the RSS crawl
@@ -114,7 +119,7 @@ def _rows(n: int, tasks: list[Any]) -> list[StagedFetch]:
         status=200, body_bytes=len(body)) for t in tasks[:n]]
 
 
-async def _staging(rt: Any, n: int) -> tuple[float, float, float]:
+async def _staging(rt: Any, n: int) -> tuple[float, float, float, float]:
     async with bench_components(rt) as c:
         tasks = [NewTask("s", f"http://s.example/{i}", f"{i:032x}") for i in range(n)]
         for i in range(0, n, 50_000):
@@ -137,22 +142,31 @@ async def _staging(rt: Any, n: int) -> tuple[float, float, float]:
         ours = n / (time.perf_counter() - t0)
         assert writer.stats.landed == n, writer.stats
         per_flush = n / writer.stats.flushes
-        plains = []  # the baseline is a fraction of a second: the median of three copies
+        day = items[0].fetched_at.date().isoformat()
         async with c.pool.connection() as conn:
             await conn.execute("CREATE TABLE staging_copy (LIKE staging INCLUDING DEFAULTS)")
-            for _ in range(3):
-                await conn.execute("TRUNCATE staging_copy")
-                t0 = time.perf_counter()
-                async with conn.cursor() as cur:
-                    copy_encoded_json(cur)
-                    async with cur.copy(f"COPY staging_copy ({', '.join(COLUMNS)}) FROM STDIN "
-                                        "(FORMAT BINARY)") as cp:
-                        cp.set_types(list(TYPES))
-                        for item in items:
-                            if item.row is not None:
-                                await cp.write_row(item.row)
-                plains.append(n / (time.perf_counter() - t0))
-        return ours, statistics.median(plains), per_flush
+            await conn.execute("CREATE TABLE staging_indexed (LIKE staging INCLUDING ALL) "
+                               "PARTITION BY RANGE (fetched_at)")
+            await conn.execute("SELECT sc_ensure_day_partition('staging_indexed', %s)", (day,))
+            plain = [await _copy(conn, "staging_copy", items) for _ in range(3)]
+            indexed = [await _copy(conn, "staging_indexed", items) for _ in range(3)]
+        # each baseline is a fraction of a second: the median of three copies
+        return ours, statistics.median(plain), statistics.median(indexed), per_flush
+
+
+async def _copy(conn: Any, table: str, items: list[StagedFetch]) -> float:
+    """Rows/s of one binary COPY of ``items``' rows into an emptied ``table``."""
+    await conn.execute(f"TRUNCATE {table}")
+    t0 = time.perf_counter()
+    async with conn.cursor() as cur:
+        copy_encoded_json(cur)
+        async with cur.copy(f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN "
+                            "(FORMAT BINARY)") as cp:
+            cp.set_types(list(TYPES))
+            for item in items:
+                if item.row is not None:
+                    await cp.write_row(item.row)
+    return len(items) / (time.perf_counter() - t0)
 
 
 async def _analyze(c: Any) -> None:
@@ -220,7 +234,7 @@ def run(size: Size = "full") -> Iterator[Figure]:
         ceiling = aiohttp_ceiling(urls, seconds=sized(size, smoke=1.0, quick=8.0, full=8.0))
     with bench_runtime("staging") as rt:
         rows = sized(size, smoke=2_000, quick=20_000, full=100_000)
-        ours, plain, per_flush = uvloop.run(_staging(rt, rows))
+        ours, plain, indexed, per_flush = uvloop.run(_staging(rt, rows))
         flushes = rt.settings.staging_flushes
     rss, rss_pages, rss_seconds, _ = _worker_rss(
         sized(size, smoke=4.0, quick=40.0, full=RSS_SECONDS),
@@ -235,6 +249,11 @@ def run(size: Size = "full") -> Iterator[Figure]:
                  extra={"flush_rows": ROWS_PER_TRANSACTION,
                         "rows_per_transaction": round(per_flush),
                         "flushes_at_once": flushes})
+    yield Figure("fetch", "staging_indexed_copy_ratio", ours / indexed, "x", None, None,
+                 extra={"staging_rows_per_s": round(ours), "indexed_copy_rows_per_s":
+                        round(indexed), "unindexed_copy_rows_per_s": round(plain),
+                        "baseline": "binary COPY of the same rows into a table with staging's "
+                                    "own indexes, constraints and day partitions"})
     yield Figure("fetch", "fetch_worker_rss_mb", rss, "MB", None, None,
                  extra={"pages_staged": rss_pages, "seconds": round(rss_seconds, 1),
                         "oversized_rate": OVERSIZED_RATE, "process": "stratacrawl crawl"})
