@@ -44,7 +44,7 @@ from stratacrawl.cold.staging import (
     make_row,
 )
 from stratacrawl.cold.tasks import NewTask, TaskState
-from stratacrawl.crawl import CrawlReport, crawl, spool_for
+from stratacrawl.crawl import CrawlReport, crawl
 from stratacrawl.loadtest.processes import ChildProcess
 from stratacrawl.process.tuning import tune_crawl_process
 from stratacrawl.staging.writer import StagingWriter
@@ -133,7 +133,7 @@ async def _staging(rt: Any, n: int) -> tuple[float, float, float, float]:
         await _analyze(c)
         t0 = time.perf_counter()
         async with StagingWriter(pool=c.pool, frontier=c.frontier,
-                                 hot_urls=c.hot_urls, spool=spool_for(c), owner="bench",
+                                 hot_urls=c.hot_urls, spool=c.spool, owner="bench",
                                  flush_rows=ROWS_PER_TRANSACTION,
                                  parallel=rt.settings.staging_flushes) as writer:
             for item in items:

@@ -45,10 +45,10 @@ async def _measure(sources: Any, seconds: float) -> dict[str, Any]:
             cpu0, servers0 = time.process_time(), _servers_cpu()
             await asyncio.gather(
                 crawl(c, sources, until_idle=False, seconds=seconds, flush_s=0.5),
-                clean_staged(c.pool, c.redis, sources, seconds=seconds + 2, follow=True))
+                clean_staged(c.cleaner(sources), seconds=seconds + 2, follow=True))
             process_cpu = time.process_time() - cpu0
             servers_cpu = _servers_cpu() - servers0
-            report = await clean_staged(c.pool, c.redis, sources)   # what is left
+            report = await clean_staged(c.cleaner(sources))   # what is left
             check = IntegrityCheck(pool=c.pool, redis=c.redis, settings=c.settings,
                                    sources=sources)
             looks = max(1, round(seconds / CHECK_S))

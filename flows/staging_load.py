@@ -6,15 +6,13 @@ from prefect import flow
 
 from flows.common import load_settings, publish, step
 from stratacrawl.staging.loader import drain
-from stratacrawl.staging.spool import Spool
 from stratacrawl.wiring import open_app
 
 
 @flow(name="staging-load", log_prints=True)
 async def staging_load() -> dict[str, int]:
     async with open_app(await load_settings()) as comps:
-        spool = Spool.of_state(comps.settings.state_path)
-        report = await step("drain the spool", lambda: drain(spool, comps.pool))
+        report = await step("drain the spool", lambda: drain(comps.spool, comps.pool))
     summary = {"files": report.files, "rows": report.rows, "inserted": report.inserted,
                "damaged": len(report.damaged)}
     await publish("stratacrawl-staging-load", "Staging load",

@@ -30,10 +30,12 @@ import redis.asyncio as aioredis
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisClusterException
 
+from stratacrawl import build
 from stratacrawl.clean.parallel import CleanTarget
 from stratacrawl.cold import db
 from stratacrawl.cold.ledger import Ledger
 from stratacrawl.cold.pool import make_pool, ping
+from stratacrawl.cold.runs import Runs
 from stratacrawl.cold.url_state import knows_no_url
 from stratacrawl.errors import ConfigError, ServiceUnavailable, StratacrawlError
 from stratacrawl.fetch.fetcher import Fetcher
@@ -61,6 +63,7 @@ from stratacrawl.redact import redact
 from stratacrawl.services import Endpoints, Services
 from stratacrawl.settings import Settings
 from stratacrawl.sources import SourcesFile
+from stratacrawl.staging.spool import Spool
 from stratacrawl.staging.writer import StagingWriter
 from stratacrawl.step_runner import StepRunner, run_directly
 from stratacrawl.tiers.recovery import Recovery
@@ -207,6 +210,8 @@ class Components:
     warm: WarmStore
     pool: AsyncConnectionPool
     ledger: Ledger
+    runs: Runs                # crawl runs: heartbeats, the dead ones' leases
+    spool: Spool              # this host's pages waiting for PostgreSQL
     hot_queue: HotQueue
     frontier: Frontier
     bloom: BloomFilter
@@ -222,6 +227,11 @@ class Components:
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    def upkeep_stores(self) -> contextlib.AbstractAsyncContextManager[tuple[Ledger, Runs]]:
+        """The ledger and the runs on a PostgreSQL connection of their own, for the crawl's
+        lease upkeep (see :func:`stratacrawl.build.upkeep_stores`)."""
+        return build.upkeep_stores(self.runtime.database_url)
 
     def fetch_worker(self, *, sources: SourcesFile, writer: StagingWriter, worker_id: str,
                      run_id: str | None = None,
@@ -255,11 +265,10 @@ class Components:
                            redis_cluster=self.settings.redis_cluster, sources_path=sources.path,
                            connect_timeout_s=self.settings.connect_timeout_s)
 
-    def cleaner(self, sources: SourcesFile) -> Cleaner:
-        """Staging → records in this process (``reclean``, a benchmark's bare loop)."""
-        from stratacrawl.clean.cleaner import Cleaner
-
-        return Cleaner(pool=self.pool, redis=self.redis, sources=sources)
+    def cleaner(self, sources: SourcesFile, *, batch_size: int = 200) -> Cleaner:
+        """Staging → records in this process (a cleaning run's own cleaner, ``reclean``, a
+        benchmark's bare loop)."""
+        return build.cleaner(self.pool, self.redis, sources, batch_size=batch_size)
 
     async def clean(self, sources: SourcesFile, *, seconds: float | None = None,
                     source_ids: list[str] | None = None, follow: bool = False,
@@ -276,9 +285,10 @@ class Components:
         done = asyncio.Event()
         watch = asyncio.ensure_future(check.watch(done, notify, source_ids))
         try:
-            return await clean_staged(self.pool, self.redis, sources, seconds=seconds,
+            return await clean_staged(self.cleaner(sources), seconds=seconds,
                                       source_ids=source_ids, follow=follow,
-                                      processes=processes, target=self.clean_target(sources))
+                                      processes=processes, target=self.clean_target(sources),
+                                      child=build.clean_in_child)
         finally:
             done.set()
             await watch
@@ -298,7 +308,7 @@ class Components:
         from stratacrawl.tiers.sinking import sink
 
         s = self.settings
-        return await sink(redis=self.redis, warm=self.warm, pool=self.pool,
+        return await sink(redis=self.redis, warm=self.warm, pool=self.pool, ledger=self.ledger,
                           warm_retention=timedelta(days=s.warm_retention_days),
                           staging_days=s.staging_retention_days,
                           snapshot_sources=snapshot_sources, now=now, run=run)
@@ -307,7 +317,7 @@ class Components:
         return Recovery(ledger=self.ledger, frontier=self.frontier, bloom=self.bloom,
                         redis=self.redis, pool=self.pool, warm=self.warm,
                         retention=timedelta(days=self.settings.warm_retention_days),
-                        state_path=self.settings.state_path)
+                        spool=self.spool)
 
 
 @contextlib.asynccontextmanager
@@ -329,7 +339,8 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
         await _bloom_ready_if_nothing_known(bloom, pool)
         url_rules = UrlRules(pool=pool, redis=redis)
         yield Components(
-            runtime=rt, redis=redis, warm=warm, pool=pool, ledger=ledger, hot_queue=hot_queue,
+            runtime=rt, redis=redis, warm=warm, pool=pool, ledger=ledger, runs=Runs(pool=pool),
+            spool=Spool.of_state(s.state_path), hot_queue=hot_queue,
             frontier=frontier, bloom=bloom, hot_urls=hot_urls, dedup=dedup,
             discovery=Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
             scheduler=Scheduler(redis=redis, max_batches=s.fetch_max_batches),

@@ -17,7 +17,7 @@ import contextlib
 import multiprocessing
 import os
 import sys
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -41,6 +41,10 @@ class CleanJob:
     source_ids: tuple[str, ...] | None = None
     follow: bool = False
     batch_size: int = 200
+
+
+# What a spawned cleaner process runs (``stratacrawl.build.clean_in_child``).
+CleanChild = Callable[[CleanTarget, CleanJob], CleanStats]
 
 
 def default_processes(cpus: int | None = None) -> int:
@@ -94,37 +98,13 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _clean_in_process(target: CleanTarget, job: CleanJob) -> CleanStats:
-    import uvloop
-
-    from stratacrawl.clean.cleaner import POOL_SIZE, Cleaner
-    from stratacrawl.cold.pool import make_pool
-    from stratacrawl.hot.client import connect
-    from stratacrawl.process.tuning import tune_long_running
-    from stratacrawl.sources import load_sources
-
-    tune_long_running()   # an entry point of its own: the cleaner's GC settings
-
-    async def main() -> CleanStats:
-        sources = load_sources(target.sources_path)
-        hot = (connect(target.redis_url, cluster=target.redis_cluster, max_connections=4,
-                       pool_wait_s=30.0, connect_timeout_s=target.connect_timeout_s)
-               if target.redis_url else contextlib.nullcontext(None))
-        async with make_pool(target.database_url, max_size=POOL_SIZE, name="cleaner") as pool, \
-                hot as redis:
-            cleaner = Cleaner(pool=pool, redis=redis, sources=sources,
-                              batch_size=job.batch_size)
-            return await cleaner.run(seconds=job.seconds, follow=job.follow,
-                                     source_ids=list(job.source_ids or []) or None)
-
-    return uvloop.run(main())
-
-
-async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob,
-                             here: Awaitable[CleanStats]) -> CleanStats:
+async def clean_in_processes(child: CleanChild, target: CleanTarget, processes: int,
+                             job: CleanJob, here: Awaitable[CleanStats]) -> CleanStats:
     """Run ``processes`` - 1 cleaner processes beside ``here`` (this process's own
     cleaner, running ``job`` too) until each finds nothing left (or ``job``'s time is
-    up); their figures merged (``seconds``: the whole run's)."""
+    up); their figures merged (``seconds``: the whole run's). Each process runs
+    ``child(target, job)``: a module-level function (it is pickled by name), which builds
+    the process's cleaner with connections of its own to ``target``."""
     loop = asyncio.get_running_loop()
     total = CleanStats()
     t0 = loop.time()
@@ -133,7 +113,7 @@ async def clean_in_processes(target: CleanTarget, processes: int, job: CleanJob,
                              initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         with main_module_left_out():   # the processes start on these submits
-            children = [loop.run_in_executor(ex, _clean_in_process, target, job)
+            children = [loop.run_in_executor(ex, child, target, job)
                         for _ in range(spawned)]
         for stats in await asyncio.gather(here, *children):
             total.merge(stats)

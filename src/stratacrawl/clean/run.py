@@ -6,15 +6,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from psycopg_pool import AsyncConnectionPool
-
 from stratacrawl.clean.anomaly import check_format_anomalies
 from stratacrawl.clean.cleaner import Cleaner
-from stratacrawl.clean.parallel import CleanJob, CleanTarget, clean_in_processes
+from stratacrawl.clean.parallel import CleanChild, CleanJob, CleanTarget, clean_in_processes
 from stratacrawl.clean.stats import CleanStats
 from stratacrawl.cold.staging import clean_states
-from stratacrawl.hot.client import HotRedis
-from stratacrawl.sources import SourcesFile
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +22,22 @@ class CleanReport:
     states: dict[str, dict[str, int]]           # per source: item pages by clean state (24 h)
 
 
-async def clean_staged(pool: AsyncConnectionPool, redis: HotRedis | None,
-                       sources: SourcesFile, *, seconds: float | None = None,
-                       source_ids: list[str] | None = None, batch_size: int = 200,
-                       follow: bool = False, processes: int = 1,
-                       target: CleanTarget | None = None) -> CleanReport:
-    """One cleaning run: clean what is staged (in this process, and with ``processes`` =
-    N > 1 in N - 1 more processes connecting to ``target``), then look for format
-    anomalies."""
-    if processes > 1 and target is None:
-        raise ValueError("cleaning in several processes needs their connections (target)")
-    cleaner = Cleaner(pool=pool, redis=redis, sources=sources, batch_size=batch_size)
+async def clean_staged(cleaner: Cleaner, *, seconds: float | None = None,
+                       source_ids: list[str] | None = None, follow: bool = False,
+                       processes: int = 1, target: CleanTarget | None = None,
+                       child: CleanChild | None = None) -> CleanReport:
+    """One cleaning run: clean what is staged (with ``cleaner``, in this process, and with
+    ``processes`` = N > 1 in N - 1 more processes running ``child``, connecting to
+    ``target``), then look for format anomalies."""
+    if processes > 1 and (target is None or child is None):
+        raise ValueError("cleaning in several processes needs their connections (target) "
+                         "and what they run (child)")
+    pool, sources = cleaner.pool, cleaner.sources
     here = cleaner.run(seconds=seconds, source_ids=source_ids, follow=follow)
-    if processes > 1 and target is not None:
-        stats = await clean_in_processes(target, processes, CleanJob(
+    if processes > 1 and target is not None and child is not None:
+        stats = await clean_in_processes(child, target, processes, CleanJob(
             seconds=seconds, source_ids=tuple(source_ids) if source_ids else None,
-            follow=follow, batch_size=batch_size), here)
+            follow=follow, batch_size=cleaner.batch_size), here)
     else:
         stats = await here
     for sid, st in sorted(stats.sources.items()):

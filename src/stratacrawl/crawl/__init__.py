@@ -4,7 +4,6 @@ Prefect flows also run on their own (:mod:`.steps`), and what a run reports
 
 from stratacrawl.crawl.report import CrawlReport
 from stratacrawl.crawl.run import CrawlRun, crawl
-from stratacrawl.crawl.steps import demote_at_end, discover_staged, seed, spool_for
+from stratacrawl.crawl.steps import demote_at_end, discover_staged, seed
 
-__all__ = ["CrawlReport", "CrawlRun", "crawl", "demote_at_end", "discover_staged", "seed",
-           "spool_for"]
+__all__ = ["CrawlReport", "CrawlRun", "crawl", "demote_at_end", "discover_staged", "seed"]

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stratacrawl.fetch.worker import SourceStats
+from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.frontier.discovery import DiscoveryStats
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.staging.loader import DrainReport

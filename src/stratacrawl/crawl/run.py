@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from stratacrawl.cold.runs import Runs, new_run_id
+from stratacrawl.cold.runs import new_run_id
 from stratacrawl.cold.staging import has_undiscovered
 from stratacrawl.crawl.report import CrawlReport
 from stratacrawl.crawl.steps import (
@@ -26,11 +26,9 @@ from stratacrawl.crawl.steps import (
     evict_safe,
     mine_url_rules,
     seed,
-    spool_for,
 )
 from stratacrawl.fetch.leases import keep_leases
 from stratacrawl.frontier.discovery import DiscoveryStats
-from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.web import serve as serve_metrics
 from stratacrawl.sources import SourcesFile
 from stratacrawl.staging.writer import StagingWriter
@@ -86,8 +84,8 @@ class CrawlRun:
         """The periodic work of a crawl, each when its time comes."""
         if self._due("rates", 1.0):   # what 429s did to the sources' pace
             with contextlib.suppress(Exception):  # Redis away: shown next time
-                self.report.throttled = await effective_rates(
-                    self.comps.redis, {s.id: s.rate for s in self.sources.sources})
+                self.report.throttled = await self.comps.politeness.effective_rates(
+                    {s.id: s.rate for s in self.sources.sources})
         if self._demote_every and self._due("demotion", self._demote_every):
             self.report.demoted += (await demote_safe(self.comps, max_rounds=1)).rows
         if self._due("eviction", EVICT_CHECK_EVERY_S):   # hot over its budget → evict
@@ -107,7 +105,7 @@ class CrawlRun:
         return self._due("others", OTHERS_EVERY_S)
 
     async def discover_loop(self, stop: asyncio.Event) -> None:
-        spool = spool_for(self.comps)
+        spool = self.comps.spool
         while not stop.is_set():
             await self.chores()
             found = DiscoveryStats()
@@ -140,7 +138,7 @@ class CrawlRun:
         within ``IDLE_HORIZON`` (nor leased to another live run)."""
         comps, sources = self.comps, self.sources
         await self.writer.flush()
-        if self.writer.degraded or spool_for(comps).pending():
+        if self.writer.degraded or comps.spool.pending():
             return False  # what is spooled still has to land
         try:
             async with self.discovering:
@@ -169,7 +167,7 @@ class CrawlRun:
         # The writer has landed all it held: what this run still leases (batches cut
         # short) goes back to the others at their next reclaim, not after a lease time.
         with contextlib.suppress(*POSTGRES_AWAY, *POSTGRES_BUSY):
-            await Runs(pool=comps.pool).end(self.run_id)
+            await comps.runs.end(self.run_id)
         with contextlib.suppress(*AWAY):  # else the next crawl discovers them
             self.report.discovery.merge(await discover_staged(comps, sources, limit=10_000,
                                                               hops=self.report.hops))
@@ -194,7 +192,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
     t0 = time.monotonic()
     report.spool = await drain_spool(comps)
     async with StagingWriter(pool=comps.pool, frontier=comps.frontier,
-                             hot_urls=comps.hot_urls, spool=spool_for(comps), owner=run_id,
+                             hot_urls=comps.hot_urls, spool=comps.spool, owner=run_id,
                              flush_rows=flush_rows, flush_s=flush_s,
                              parallel=comps.runtime.settings.staging_flushes) as writer:
         worker = comps.fetch_worker(sources=sources, writer=writer, worker_id=worker_id,
@@ -203,14 +201,14 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
             report.hops = worker.hop.hops
         report.sources = worker.stats
         report.latency = worker.latency
-        report.in_flight = worker.slots
+        report.in_flight = worker.slots.held
         report.writer = writer.stats
         report.discovery.merge(await seed(comps, sources))
         run = CrawlRun(comps, sources, writer, run_id, report, progress)
         done = asyncio.Event()   # the fetching is over: the loops beside it end
         discoverer = asyncio.create_task(run.discover_loop(done))
-        leases = asyncio.create_task(keep_leases(
-            comps.frontier, comps.runtime.database_url, run_id, done))
+        leases = asyncio.create_task(keep_leases(comps.frontier, comps.upkeep_stores, run_id,
+                                                 done))
         port = comps.runtime.settings.worker_metrics_port
         exporter = asyncio.create_task(serve_metrics(
             comps.redis, comps.pool, sources, port=port, stop=done)) if port else None

@@ -18,7 +18,6 @@ from stratacrawl.frontier.recrawl import GROW, SHRINK
 from stratacrawl.monitor.histogram import LatencyHistogram
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.staging.loader import DrainReport, drain
-from stratacrawl.staging.spool import Spool
 from stratacrawl.tier_errors import POSTGRES_AWAY, TIER_DOWN
 from stratacrawl.tiers.demotion import DemoteStats, demote
 from stratacrawl.tiers.eviction import evict_hot
@@ -80,10 +79,6 @@ async def evict_safe(comps: Components) -> None:
                      stats.used_before_mb, stats.used_after_mb)
     except Exception as e:  # hot is a cache: try again next round
         log.warning("crawl: hot eviction failed: %s", e)
-
-
-def spool_for(comps: Components) -> Spool:
-    return Spool.of_state(comps.runtime.settings.state_path)
 
 
 SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host each)
@@ -177,4 +172,4 @@ async def mine_url_rules(comps: Components, sources: SourcesFile, *,
 
 
 async def drain_spool(comps: Components) -> DrainReport:
-    return await drain(spool_for(comps), comps.pool)
+    return await drain(comps.spool, comps.pool)

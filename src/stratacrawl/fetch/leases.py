@@ -8,9 +8,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from stratacrawl.cold.ledger import Ledger
-from stratacrawl.cold.pool import make_pool
 from stratacrawl.cold.runs import BEAT_S, DEAD_AFTER, LOCK_STEADY_S, Runs
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.tier_errors import POSTGRES_AWAY, POSTGRES_BUSY
@@ -19,15 +20,15 @@ log = logging.getLogger(__name__)
 RECLAIM_EVERY_S = 5.0  # a dead run's tasks go back to the living this often
 
 
-async def keep_leases(frontier: Frontier, database_url: str, owner: str,
-                      stop: asyncio.Event) -> None:
+async def keep_leases(frontier: Frontier,
+                      stores: Callable[[], AbstractAsyncContextManager[tuple[Ledger, Runs]]],
+                      owner: str, stop: asyncio.Event) -> None:
     """Renew ``owner``'s leases every third of a lease time (batches running, pages waiting
     in the staging writer) and reclaim expired ones (a worker killed mid-batch) every
     ``RECLAIM_EVERY_S``, until ``stop``. Neither ever stops a crawl. Upkeep has a
-    connection of its own: queued behind a thousand batches for the shared pool, a
-    renewal came too late and live workers lost their leases (the load test's duplicates)."""
-    async with make_pool(database_url, max_size=1, name="lease-upkeep") as pool:
-        await _keep_leases(frontier, owner, stop, Ledger(pool=pool), Runs(pool=pool))
+    connection of its own (``stores`` opens the ledger and the runs on it)."""
+    async with stores() as (ledger, runs):
+        await _keep_leases(frontier, owner, stop, ledger, runs)
 
 
 async def _keep_leases(frontier: Frontier, owner: str, stop: asyncio.Event,

@@ -13,7 +13,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -67,12 +66,12 @@ class RecoveryReport:
 class Recovery:
     """The recovery steps over the stores they rebuild: ``frontier``'s ready queues from
     ``ledger``, ``bloom`` from the URL state in ``pool``, the sessions into ``redis``, the
-    spool under ``state_path``, and ``warm``'s weekly indices for URLs within
+    ``spool``, and ``warm``'s weekly indices for URLs within
     ``retention``."""
 
     def __init__(self, *, ledger: Ledger, frontier: Frontier, bloom: BloomFilter,
                  redis: HotRedis, pool: AsyncConnectionPool, warm: WarmStore,
-                 retention: timedelta, state_path: Path) -> None:
+                 retention: timedelta, spool: Spool) -> None:
         self.ledger = ledger
         self.frontier = frontier
         self.bloom = bloom
@@ -80,7 +79,7 @@ class Recovery:
         self.pool = pool
         self.warm = warm
         self.retention = retention
-        self.state_path = state_path
+        self.spool = spool
 
     async def rebuild_queues(self) -> int:
         """Every source's ready window from the ledger, each sized for this many sources."""
@@ -172,7 +171,7 @@ class Recovery:
         report.resumed_after_s = time.monotonic() - t0
         await step("restore sessions", lambda: restore_sessions(self.redis, self.pool),
                    lambda n: f"{n} sources")
-        spool = Spool.of_state(self.state_path)
+        spool = self.spool
 
         def drained(r: DrainReport) -> str:
             report.spool_damaged = r.damaged

@@ -123,7 +123,7 @@ async def expire_staging(pool: AsyncConnectionPool, *, keep_days: int, snapshot_
     return dropped, copied
 
 
-async def sink(*, redis: HotRedis, warm: WarmStore, pool: AsyncConnectionPool,
+async def sink(*, redis: HotRedis, warm: WarmStore, pool: AsyncConnectionPool, ledger: Ledger,
                warm_retention: timedelta, staging_days: int,
                snapshot_sources: list[str], now: datetime | None = None,
                run: StepRunner = run_directly) -> SinkReport:
@@ -153,6 +153,6 @@ async def sink(*, redis: HotRedis, warm: WarmStore, pool: AsyncConnectionPool,
     report.staging_dropped, report.snapshot_rows = await step(
         "staging retention", lambda: expire_staging(
             pool, keep_days=staging_days, snapshot_sources=snapshot_sources, today=now.date()))
-    report.tasks_retired = await step("ledger retention", lambda: Ledger(pool=pool).retire(
+    report.tasks_retired = await step("ledger retention", lambda: ledger.retire(
         now - timedelta(days=staging_days)))
     return report

@@ -197,6 +197,7 @@ async def test_two_cleaner_processes_clean_every_page_once(comps: Components, si
     merged, and the records those of one cleaner (the ground truth)."""
     import yaml
 
+    from stratacrawl.build import clean_in_child
     from stratacrawl.clean.run import clean_staged
     from stratacrawl.sources import load_sources
 
@@ -209,8 +210,8 @@ async def test_two_cleaner_processes_clean_every_page_once(comps: Components, si
     async with comps.pool.connection() as conn:
         items = (await (await conn.execute(
             "SELECT count(*) FROM staging WHERE clean_state = 'new'")).fetchone())[0]
-    report = await clean_staged(comps.pool, comps.redis, sources, processes=2,
-                                batch_size=20, target=comps.clean_target(sources))
+    report = await clean_staged(comps.cleaner(sources, batch_size=20), processes=2,
+                                target=comps.clean_target(sources), child=clean_in_child)
     assert report.stats.pages == items > 100
     assert sum(s.pages for s in report.stats.sources.values()) == items
     async with comps.pool.connection() as conn:

@@ -147,7 +147,7 @@ async def test_a_damaged_spool_file_never_holds_up_an_idle_crawl(comps: Componen
     from tests.support.hosts import hosts
     from tests.support.sites import small_site, sources_for
 
-    spool = Spool.of_state(comps.runtime.settings.state_path)
+    spool = comps.spool
     spool.folder.mkdir(parents=True, exist_ok=True)
     (spool.folder / "junk.batch").write_bytes(bytes(random.Random(3).getrandbits(8)
                                                     for _ in range(5000)))

@@ -136,7 +136,7 @@ async def test_a_claim_refused_by_postgresql_pauses_claims_and_gives_the_slot_ba
     try:
         assert await worker._start_batches() == 0
         assert worker.outage.down and worker.outage.tier == "PostgreSQL"
-        assert worker.slots == {}                    # the slot taken for the claim is back
+        assert worker.slots.held == {}               # the slot taken for the claim is back
     finally:
         await worker.close()
 

@@ -143,7 +143,7 @@ async def test_lease_upkeep_renews_while_reclaimed_tasks_are_requeued(
 
     monkeypatch.setattr(comps.frontier, "requeue", slow_requeue)
     stop = asyncio.Event()
-    upkeep = asyncio.create_task(keep_leases(comps.frontier, comps.runtime.database_url,
+    upkeep = asyncio.create_task(keep_leases(comps.frontier, comps.upkeep_stores,
                                              "w1~live", stop))
     try:
         await asyncio.sleep(5.0)   # w0's leases expire at 1.5 s; the requeue lasts until ~6

@@ -80,7 +80,7 @@ async def test_crawl_demotes_and_lookups_stay_the_same_after_sinking(comps: Comp
     async with comps.pool.connection() as conn:
         await conn.execute("UPDATE url_state SET last_access = %s WHERE url_hash = %s",
                            (later - timedelta(days=5), keep))
-    result = await sink(redis=comps.redis, warm=comps.warm, pool=comps.pool,
+    result = await sink(redis=comps.redis, warm=comps.warm, pool=comps.pool, ledger=comps.ledger,
                         warm_retention=timedelta(days=30),
                         staging_days=7, snapshot_sources=[], now=later)
     assert result.warm_refreshed == 2 and result.warm_deleted == 2 * (crawled - 1)

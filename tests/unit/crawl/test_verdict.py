@@ -8,7 +8,7 @@ import pytest
 
 from stratacrawl.crawl.report import CrawlReport
 from stratacrawl.crawl.verdict import failing_sources
-from stratacrawl.fetch.worker import SourceStats
+from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.sources import parse_sources
 
 pytestmark = pytest.mark.unit
