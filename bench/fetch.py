@@ -252,7 +252,7 @@ def run(size: Size = "full") -> Iterator[Figure]:
     yield Figure("fetch", "staging_indexed_copy_ratio", ours / indexed, "x", None, None,
                  extra={"staging_rows_per_s": round(ours), "indexed_copy_rows_per_s":
                         round(indexed), "unindexed_copy_rows_per_s": round(plain),
-                        "baseline": "binary COPY of the same rows into a table with staging's "
+                        "reference": "binary COPY of the same rows into a table with staging's "
                                     "own indexes, constraints and day partitions"})
     yield Figure("fetch", "fetch_worker_rss_mb", rss, "MB", None, None,
                  extra={"pages_staged": rss_pages, "seconds": round(rss_seconds, 1),
