@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -221,6 +221,7 @@ class Components:
     scheduler: Scheduler
     url_rules: UrlRules
     politeness: Politeness    # each source's pace and concurrency slots, cluster-wide
+    live: LiveMetrics         # this process's live counters and traces (monitoring)
     robots: RobotsCache
     budget: RecrawlBudget     # each source's re-fetches per day
 
@@ -253,7 +254,7 @@ class Components:
             outage=Outage(limit_s=s.tier_outage_s, probes={
                 "Redis": self.redis.ping, "PostgreSQL": lambda: ping(self.pool, wait_s=2)},
                 server_probe=lambda: asyncio.to_thread(db.check, self.runtime.database_url, 2)),
-            live=LiveMetrics(redis=self.redis) if s.monitoring else None,
+            live=self.live if s.monitoring else None,
             sources=sources, writer=writer, worker_id=worker_id, run_id=run_id,
             max_batches=s.fetch_max_batches, hop=ListHop(self.discovery, on_discovered),
             on_result=on_result, drain_s=s.drain_s)
@@ -345,7 +346,8 @@ async def open_components(rt: Runtime) -> AsyncIterator[Components]:
             discovery=Discovery(frontier=frontier, dedup=dedup, rules=url_rules),
             scheduler=Scheduler(redis=redis, max_batches=s.fetch_max_batches),
             url_rules=url_rules, politeness=Politeness(pacing=Pacing(redis=redis)),
-            robots=RobotsCache(redis=redis), budget=RecrawlBudget(redis=redis))
+            robots=RobotsCache(redis=redis), budget=RecrawlBudget(redis=redis),
+            live=LiveMetrics(redis=redis))
 
 
 async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectionPool) -> None:
@@ -357,14 +359,23 @@ async def _bloom_ready_if_nothing_known(bloom: BloomFilter, pool: AsyncConnectio
         await bloom.mark_ready()
 
 
+@contextlib.contextmanager
+def runtime_of(settings: Settings, *, keep: bool = False) -> Iterator[Runtime]:
+    """The tiers' servers up — configured ones as they are, embedded ones started where
+    none runs — and the Runtime on them. On exit the embedded servers this call started
+    stop, unless ``keep`` (``stratacrawl up``); ones already running are left running. A
+    server that cannot start raises before the block runs."""
+    with Services(settings, keep=keep) as endpoints:
+        yield Runtime(settings, endpoints)
+
+
 @contextlib.asynccontextmanager
 async def open_app(settings: Settings) -> AsyncIterator[Components]:
     """Configured or embedded tiers up (embedded ones this call started are stopped
     after; ones already running, e.g. under ``stratacrawl up``, are left running),
     schema and indices prepared, components open: the preamble of every CLI command
     and flow run."""
-    with Services(settings) as endpoints:
-        rt = Runtime(settings, endpoints)
+    with runtime_of(settings) as rt:
         await rt.prepare()
         async with open_components(rt) as comps:
             yield comps

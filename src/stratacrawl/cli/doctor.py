@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import time
@@ -64,9 +65,8 @@ async def _checks(rt: Runtime) -> list[tuple[str, str | BaseException]]:
 def doctor(as_json: bool = JSON) -> None:
     """Check each tier, Prefect and the sources file; exit 3 if a tier or Prefect is
     unreachable, 2 if only the sources file is wrong, naming whatever failed."""
-    from stratacrawl.services import Services
     from stratacrawl.sources import load_sources
-    from stratacrawl.wiring import Runtime
+    from stratacrawl.wiring import runtime_of
 
     s = settings()
     checks: list[dict[str, object]] = []
@@ -80,23 +80,19 @@ def doctor(as_json: bool = JSON) -> None:
 
     t0 = time.monotonic()
     # Configured tiers are checked as they are; unconfigured ones on embedded servers.
-    try:
-        svc = Services(s)
-        endpoints = svc.start()
-    except StratacrawlError as e:
-        say("embedded servers", False, f"embedded servers: {e}")
-        _finish(checks, t0, as_json)
-    try:
-        rt = Runtime(s, endpoints)
+    with contextlib.ExitStack() as up:   # embedded servers started here stop after
+        try:
+            rt = up.enter_context(runtime_of(s))
+        except StratacrawlError as e:
+            say("embedded servers", False, f"embedded servers: {e}")
+            _finish(checks, t0, as_json)
         for name, result in asyncio.run(_checks(rt)):
             if isinstance(result, BaseException):
                 say(name, False, str(result))
             else:
                 where = "embedded" if name.lower().replace("postgresql", "postgres") \
-                    in endpoints.embedded else "configured"
+                    in rt.endpoints.embedded else "configured"
                 say(name, True, f"{name}: {result} ({where})")
-    finally:
-        svc.stop()
     try:
         say("Prefect", True, f"Prefect: {prefect_status(s)}")
     except StratacrawlError as e:

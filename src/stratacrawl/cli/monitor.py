@@ -36,7 +36,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
               n: int = typer.Option(20, "-n", help="How many requests (at most 100)."),
               as_json: bool = JSON) -> None:
     """The last requests of a source: time, URL, status, latency, bytes, error, worker."""
-    from stratacrawl.hot.live import LiveMetrics
+    from stratacrawl.hot import live
     from stratacrawl.wiring import open_app
 
     found = find_sources(None)
@@ -45,7 +45,7 @@ def trace_cmd(source: str = typer.Argument(..., help="Source id."),
 
     async def main() -> list[dict[str, object]]:
         async with open_app(settings()) as c:
-            return await LiveMetrics(redis=c.redis).trace(source, n)
+            return await live.trace(c.redis, source, n)
 
     rows = run(main())
     if as_json:

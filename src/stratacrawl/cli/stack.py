@@ -12,7 +12,6 @@ from rich.markup import escape
 from stratacrawl.cli.common import bad_input, console, fail, settings
 from stratacrawl.errors import StratacrawlError
 from stratacrawl.redact import redact
-from stratacrawl.services import Services
 from stratacrawl.services.resolve import down as services_down
 from stratacrawl.stack import (
     LocalStack,
@@ -48,7 +47,7 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
     """Start the tiers, a Prefect server (UI on 127.0.0.1), a worker; register blocks and
     automations; deploy. With no sources file the schedules that need one are paused.
     Runs an earlier life left unfinished are marked Crashed first."""
-    from stratacrawl.wiring import Runtime  # (here: `--help` does not load the engines)
+    from stratacrawl.wiring import runtime_of  # (here: `--help` does not load the engines)
 
     s = settings()
     stack = LocalStack(s.state_path, port)
@@ -59,8 +58,9 @@ def up(port: int = typer.Option(4200, help="Port of the Prefect server and UI.")
         bad_input(f"{e}; use another --port, or --take-over to make it this platform's "
                   f"({s.state_path.resolve()})")
     try:
-        endpoints = Services(s, keep=True).start()
-        asyncio.run(Runtime(s, endpoints).prepare())
+        with runtime_of(s, keep=True) as rt:   # (kept: they run under the platform)
+            asyncio.run(rt.prepare())
+        endpoints = rt.endpoints
         root = project_root()
         env = prefect_env(s.state_path, endpoints, port)
         env["STRATACRAWL_PROJECT_DIR"] = str(root)

@@ -1,8 +1,8 @@
 """A fetch worker: batches of one source, each fetched in lanes, concurrent across batches.
 
 The worker loop claims a batch for every source with room, in the order and number the
-scheduler gives, and runs each: the tasks it should not fetch set aside
-(``fetch/claims.py``), the rest fetched in lanes (``fetch/lanes.py``) under the source's
+scheduler gives (``fetch/claims.py``), and runs each: the tasks it should not fetch set
+aside (``fetch/claims.py``), the rest fetched in lanes (``fetch/lanes.py``) under the source's
 concurrency slots (``fetch/slots.py``), each request waiting its turn on the source's
 shared pace; what a batch fetched becomes staging rows and ledger outcomes
 (``fetch/recording.py``). A list page's links go into the frontier right after its fetch
@@ -16,12 +16,12 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from stratacrawl.cold.staging import to_discover
 from stratacrawl.cold.tasks import Batch, ClaimedTask
-from stratacrawl.fetch.claims import SetAside, claim_size
+from stratacrawl.fetch.claims import Claims, SetAside
 from stratacrawl.fetch.fetcher import REDIRECT_OUT_OF_SCOPE, Fetcher, SourceClient
 from stratacrawl.fetch.hop import ListHop
 from stratacrawl.fetch.lanes import Lanes
@@ -47,11 +47,6 @@ __all__ = ["FetchWorker", "SourceStats"]
 
 log = logging.getLogger(__name__)
 DRAIN_S = 10.0   # a stopping worker's in-flight requests get this long (STRATACRAWL_DRAIN_S)
-CLAIMS_AT_ONCE = 32
-# Worker weights and source order are re-read this often (200 sources: one 200-command
-# pipeline), not on every batch that finishes.
-PLAN_EVERY_S = 0.5
-LATENCY_WEIGHT = 0.2  # each answer's weight in its source's latency (moving average)
 
 
 class FetchWorker:
@@ -95,20 +90,12 @@ class FetchWorker:
         self.set_aside = SetAside(frontier=frontier, url_rules=url_rules, budget=budget,
                                   run_id=self.run_id)
         self.latency = LatencyHistogram()  # every request of this worker
-        self._skip_until: dict[str, float] = {}
-        # by source: how often its list pages queued new work here (a claim that found
-        # nothing new skips the source only if nothing was queued while it was under way)
-        self._queued: Counter[str] = Counter()
-        # by source: the running batch that took every task of it that was due (no claim
-        # of the source while it runs, unless its list pages queue new work)
-        self._took_all: dict[str, str] = {}
+        self.claims = Claims(frontier=frontier, scheduler=scheduler, slots=self.slots,
+                             outage=outage, sources=sources, run_id=self.run_id,
+                             max_batches=max_batches)
         self.active: dict[asyncio.Task[None], str] = {}  # running batch → its source
-        self._plan_until = 0.0
-        self._allowance = self.max_batches
-        self._order: list[str] = []
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
         self._wake = asyncio.Event()
-        self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
 
     @property
     def stopping(self) -> bool:
@@ -153,8 +140,7 @@ class FetchWorker:
             else:
                 await self.record.hand_over(source, batch, fetched, "stopped")
         finally:
-            if self._took_all.get(source.id) == batch.batch_id:
-                del self._took_all[source.id]   # the source may have due work again
+            self.claims.batch_over(source.id, batch.batch_id)
             await self.slots.release(source.id, holder)
 
     # -- what the lanes ask (fetch/lanes.py) --------------------------------------------------
@@ -162,7 +148,7 @@ class FetchWorker:
         """Up to ``wanted`` more slots for a batch's lanes: as many as the source has free
         now, within the worker's allowance of requests in flight."""
         return await self.slots.more(source, batch.batch_id,
-                                     min(wanted, self._allowance - self.slots.in_flight()))
+                                     min(wanted, self.claims.allowance - self.slots.in_flight()))
 
     async def slot_done(self, source_id: str, holder: str) -> None:
         """A lane's slot given up: a slot of this source is free, so claim more."""
@@ -180,8 +166,7 @@ class FetchWorker:
                                           trace_id=task.trace_id)
         at = self.last_fetch_at = time.monotonic()
         self.latency.add(result.elapsed_ms)
-        last = self._latency_ms.get(source.id, result.elapsed_ms)
-        self._latency_ms[source.id] = last + LATENCY_WEIGHT * (result.elapsed_ms - last)
+        self.claims.answered(source.id, result.elapsed_ms)
         if self.on_result:
             self.on_result(source.id, result)
         content_hash = (hashlib.blake2b(result.body, digest_size=16).hexdigest()
@@ -197,9 +182,7 @@ class FetchWorker:
             if page is not None:
                 news[task.id] = page.news
                 if page.queued or page.requeued:  # new work: claim it now, not in 1 s
-                    self._skip_until.pop(source.id, None)
-                    self._took_all.pop(source.id, None)
-                    self._queued[source.id] += 1
+                    self.claims.new_work(source.id)
                     self._wake.set()
         item = self.record.staged(task, result, source, content_hash, same,
                             discovered=page is not None)  # compressed from here
@@ -210,8 +193,7 @@ class FetchWorker:
                                    self.run_id)
         result.release_body()
         if result.verdict.reason == "source-held":  # Retry-After: skip it till then
-            self._skip_until[source.id] = time.monotonic() + (
-                result.verdict.retry_after_s or 0.0)
+            self.claims.hold_off(source.id, result.verdict.retry_after_s or 0.0)
 
     # -- the loop -----------------------------------------------------------------------------
     async def heartbeat(self) -> None:
@@ -221,83 +203,13 @@ class FetchWorker:
             latency_ms=sum(lat) / len(lat) if lat else 100.0, in_flight=self.slots.in_flight()))
 
     async def _start_batches(self) -> int:
-        """Claim a batch for every source with room (best first, while the worker's requests
-        in flight — the slots it holds — are below its allowance) and start them. Claims
-        run side by side, ``CLAIMS_AT_ONCE`` at a time: with slow sources thousands of
-        batches are in flight and a claim is a few round trips, so claiming one source
-        after the other would be what limits throughput."""
-        now = time.monotonic()
-        if now >= self._plan_until:  # weights and source order: not on every wake-up
-            self._allowance = min(self.max_batches,
-                                  await self.scheduler.allowance(self.run_id))
-            self._order = await self.scheduler.order(self.sources.ids)
-            self._plan_until = now + PLAN_EVERY_S
-        allowance = self._allowance
-        wanted: list[Source] = []
-        for source_id in self._order:
-            if self.slots.in_flight() + len(wanted) >= allowance or self.writer.degraded:
-                break
-            source = self.sources.get(source_id)
-            if self.slots.room(source) <= 0 or self._skip_until.get(source_id, 0) > now \
-                    or source_id in self._took_all:
-                continue
-            wanted.append(source)
-        gate = asyncio.Semaphore(CLAIMS_AT_ONCE)
-
-        async def claim(source: Source) -> tuple[Source, Batch, str] | None:
-            async with gate:
-                return await self._claim(source, now)
-
-        started = 0
-        results = await asyncio.gather(*(claim(s) for s in wanted), return_exceptions=True)
-        for source, claimed in zip(wanted, results, strict=True):
-            if isinstance(claimed, TIER_DOWN):  # our tier went away: claims pause
-                self.outage.failed(claimed)
-                continue
-            if isinstance(claimed, BaseException):  # a hiccup: this source waits a bit
-                log.warning("fetch: cannot claim for %s (%r); retrying", source.id, claimed)
-                self._skip_until[source.id] = now + 1.0
-                continue
-            if claimed is None:
-                continue
-            _, batch, holder = claimed
+        """Claim a batch for every source with room (``fetch/claims.py``) and start them."""
+        claimed = await self.claims.next(paused=self.writer.degraded)
+        for source, batch, holder in claimed:
             task = asyncio.create_task(self.run_batch(source, batch, holder))
             task.add_done_callback(self._batch_done)
             self.active[task] = source.id
-            started += 1
-        return started
-
-    async def _claim(self, source: Source, now: float) -> tuple[Source, Batch, str] | None:
-        """A batch of ``source`` and the slot it runs under, or None (source full or idle).
-        The slot is taken before the claim (a full source costs one round trip; a spare
-        one, none) and kept spare again when there was nothing to claim.
-
-        A claim that found nothing skips the source for a second; one that took every
-        task of the source that was due, for as long as its batch runs — either unless
-        the source's list pages queue new work meanwhile (then it is claimed at once).
-        Without that, on a chain of list pages (each the only task of its source due,
-        claimed when the page before it names it) every batch that ends would be
-        followed by a claim finding nothing: a slot, a pop, a ledger read, a release."""
-        if self.slots.room(source) <= 0:
-            return None
-        queued = self._queued[source.id]
-        holder = await self.slots.for_claim(source)
-        if holder is None:
-            return None
-        try:
-            batch = await self.frontier.claim(
-                source.id, claim_size(source, self._latency_ms.get(source.id)), self.run_id)
-        except BaseException:   # (a tier away: its slot is no use to the next claim)
-            await self.slots.give_back(source.id, [holder])
-            raise
-        if not batch.tasks:
-            await self.slots.release(source.id, holder)
-            if self._queued[source.id] == queued:
-                self._skip_until[source.id] = now + 1.0
-            return None
-        if batch.took_all_due and self._queued[source.id] == queued:
-            self._took_all[source.id] = batch.batch_id
-        return source, batch, holder
+        return len(claimed)
 
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         self._finished.append(task)

@@ -129,8 +129,8 @@ class Window:
 
 
 class LiveMetrics:
-    """Writes (buffered per process, sent by ``flush``) and reads (per window) the live
-    counters and traces."""
+    """Writes the live counters and traces: buffered per process, sent by ``flush`` (one
+    per process, built by the composition root). Readers use the functions below."""
 
     def __init__(self, *, redis: HotRedis) -> None:
         self.redis = redis
@@ -189,51 +189,58 @@ class LiveMetrics:
                 pipe.ltrim(key, 0, TRACE_LEN - 1)
             await pipe.execute()
 
-    async def window(self, source_id: str, minutes: int, *, end_offset: int = 0,
-                     now: float | None = None) -> Window:
-        """Counters of the last ``minutes`` minutes (ending ``end_offset`` minutes before
-        ``now``, default the current time)."""
-        now = int((now or time.time()) // 60) - end_offset
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for m in range(now - minutes + 1, now + 1):
-                pipe.hgetall(minute_key(source_id, m))
-            rows = await pipe.execute()
-        w = Window()
-        for raw in rows:
-            w.add(raw)
-        return w
 
-    async def minutes(self, source_ids: Sequence[str], count: int,
-                      now: float | None = None) -> dict[str, list[tuple[int, Window]]]:
-        """Per source, the last ``count`` minutes up to ``now``, the current one so far
-        (epoch minute, counters), oldest first; minutes with no request are left out."""
-        last = int((now or time.time()) // 60)
-        span = range(last - count + 1, last + 1)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for sid in source_ids:
-                for m in span:
-                    pipe.hgetall(minute_key(sid, m))
-            rows = iter(await pipe.execute())
-        out: dict[str, list[tuple[int, Window]]] = {}
+# -- reads: stateless, over the client the caller holds ----------------------------------
+
+
+async def window(redis: HotRedis, source_id: str, minutes: int, *, end_offset: int = 0,
+                 now: float | None = None) -> Window:
+    """Counters of the last ``minutes`` minutes (ending ``end_offset`` minutes before
+    ``now``, default the current time)."""
+    now = int((now or time.time()) // 60) - end_offset
+    async with redis.pipeline(transaction=False) as pipe:
+        for m in range(now - minutes + 1, now + 1):
+            pipe.hgetall(minute_key(source_id, m))
+        rows = await pipe.execute()
+    w = Window()
+    for raw in rows:
+        w.add(raw)
+    return w
+
+
+async def minutes(redis: HotRedis, source_ids: Sequence[str], count: int,
+                  now: float | None = None) -> dict[str, list[tuple[int, Window]]]:
+    """Per source, the last ``count`` minutes up to ``now``, the current one so far
+    (epoch minute, counters), oldest first; minutes with no request are left out."""
+    last = int((now or time.time()) // 60)
+    span = range(last - count + 1, last + 1)
+    async with redis.pipeline(transaction=False) as pipe:
         for sid in source_ids:
-            out[sid] = []
             for m in span:
-                raw = next(rows)
-                if raw:
-                    w = Window()
-                    w.add(raw)
-                    out[sid].append((m, w))
-        return out
+                pipe.hgetall(minute_key(sid, m))
+        rows = iter(await pipe.execute())
+    out: dict[str, list[tuple[int, Window]]] = {}
+    for sid in source_ids:
+        out[sid] = []
+        for m in span:
+            raw = next(rows)
+            if raw:
+                w = Window()
+                w.add(raw)
+                out[sid].append((m, w))
+    return out
 
-    async def last_request_at(self, source_id: str) -> float | None:
-        """Epoch seconds of the source's newest recorded request (None: none in the trace)."""
-        newest = await self.trace(source_id, TRACE_LEN)
-        if not newest:
-            return None
-        return datetime.fromisoformat(str(newest[0]["at"])).timestamp()
 
-    async def trace(self, source_id: str, n: int = TRACE_LEN) -> list[dict[str, object]]:
-        """The last ``n`` requests, newest first (batches record their requests when they
-        end, so the list is put in time order here)."""
-        raw = await self.redis.lrange(trace_key(source_id), 0, n - 1)
-        return sorted((json.loads(x) for x in raw), key=lambda t: str(t["at"]), reverse=True)
+async def last_request_at(redis: HotRedis, source_id: str) -> float | None:
+    """Epoch seconds of the source's newest recorded request (None: none in the trace)."""
+    newest = await trace(redis, source_id, TRACE_LEN)
+    if not newest:
+        return None
+    return datetime.fromisoformat(str(newest[0]["at"])).timestamp()
+
+
+async def trace(redis: HotRedis, source_id: str, n: int = TRACE_LEN) -> list[dict[str, object]]:
+    """The last ``n`` requests, newest first (batches record their requests when they
+    end, so the list is put in time order here)."""
+    raw = await redis.lrange(trace_key(source_id), 0, n - 1)
+    return sorted((json.loads(x) for x in raw), key=lambda t: str(t["at"]), reverse=True)

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import monitoring as q
+from stratacrawl.hot import live
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.live import LiveMetrics, Window
+from stratacrawl.hot.live import Window
 from stratacrawl.hot.queue import ready_count
 
 WINDOW_MIN = 5
@@ -73,13 +74,13 @@ async def collect(redis: HotRedis, pool: AsyncConnectionPool, source_ids: list[s
     now = time.time() if now is None else now
     first_min, last_min = settled_minutes(now)
     out = {sid: SourceMetrics(sid) for sid in source_ids}
-    live = LiveMetrics(redis=redis)
     for sid, m in out.items():
-        m.window = await live.window(sid, WINDOW_MIN, now=now)
-        m.baseline = await live.window(sid, BASELINE_MIN, end_offset=WINDOW_MIN, now=now)
-        m.settled = await live.window(sid, WINDOW_MIN, now=last_min * 60)
+        m.window = await live.window(redis, sid, WINDOW_MIN, now=now)
+        m.baseline = await live.window(redis, sid, BASELINE_MIN, end_offset=WINDOW_MIN,
+                                       now=now)
+        m.settled = await live.window(redis, sid, WINDOW_MIN, now=last_min * 60)
         m.hot_backlog = await ready_count(redis, sid)
-        m.last_request_at = await live.last_request_at(sid)
+        m.last_request_at = await live.last_request_at(redis, sid)
     async with pool.connection() as conn:
         for sid, backlog, due, lag in await q.ledger_backlog(conn, source_ids):
             m = out[sid]

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold.metrics_history import MinuteRow, prune_minutes, record_minutes
+from stratacrawl.hot import live
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.live import KEEP_S, LiveMetrics
+from stratacrawl.hot.live import KEEP_S
 from stratacrawl.monitor.families import SourceMetrics
 
 KEEP_DAYS = 7
@@ -33,7 +34,7 @@ async def roll_up(pool: AsyncConnectionPool, redis: HotRedis, source_ids: list[s
     rows written."""
     now = now or time.time()
     rows = []
-    for sid, per_minute in (await LiveMetrics(redis=redis).minutes(
+    for sid, per_minute in (await live.minutes(redis, 
             source_ids, min(minutes, KEEP_S // 60), now)).items():
         for m, w in per_minute:
             rows.append(MinuteRow(sid, _at(m), requests=w.requests, ok=w.ok, failed=w.failed,

@@ -10,8 +10,8 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from stratacrawl.cold import monitoring as q
+from stratacrawl.hot import live
 from stratacrawl.hot.client import HotRedis, connections_in_use
-from stratacrawl.hot.live import LiveMetrics
 from stratacrawl.hot.queue import leased_count, ready_count
 
 
@@ -29,7 +29,7 @@ async def capture(redis: HotRedis, pool: AsyncConnectionPool, source_id: str | N
     if source_id is not None:
         queues["hot_ready"] = await ready_count(redis, source_id)
         queues["hot_leased"] = await leased_count(redis, source_id)
-        trace = await LiveMetrics(redis=redis).trace(source_id)
+        trace = await live.trace(redis, source_id)
         errors = [{**t, "from": "trace"} for t in trace if t.get("error")] + errors
     pool_states = {"postgres": pool.get_stats(),
                    "redis": {"in_use": connections_in_use(redis)}}

@@ -29,8 +29,8 @@ from stratacrawl.cold.alerts import Alert, open_alerts
 from stratacrawl.cold.metrics_history import alert_spans, read_minutes, validation_strip
 from stratacrawl.cold.validation_results import latest_per_source
 from stratacrawl.docs_links import served_at
+from stratacrawl.hot import live
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.live import LiveMetrics
 from stratacrawl.hot.pacing import effective_rates
 from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
@@ -254,7 +254,7 @@ class OpsApp:
         sid = request.match_info["source_id"]
         if sid not in self.sources.ids:
             raise web.HTTPNotFound(text=f"no source {sid!r}")
-        trace = await LiveMetrics(redis=self.redis).trace(sid)
+        trace = await live.trace(self.redis, sid)
         rows = "".join(
             f"<tr class='{'bad' if t.get('error') else ''}'><td>{escape(str(t['at']))}</td>"
             f"<td>{escape(str(t['url']))}</td><td>{t.get('status') or ''}</td><td>{t['ms']}</td>"

@@ -18,6 +18,7 @@ from stratacrawl.cold.staging import ensure_partitions
 from stratacrawl.crawl import crawl
 from stratacrawl.fetch.classify import Kind, Verdict
 from stratacrawl.fetch.result import FetchResult
+from stratacrawl.hot import live as live_reads
 from stratacrawl.hot.live import TRACE_LEN, LiveMetrics
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SETTLE_S, WINDOW_MIN, collect
@@ -199,22 +200,23 @@ async def test_live_counters_are_buffered_and_sent_in_one_go(comps: Components) 
         live.record_batch("s1", "w", batch("s1", start, 60))
     live.record_batch("s2", "w", batch("s2", 0, 7))
     assert live.flush_due is False   # just built: the first send is a FLUSH_S away
-    assert (await live.window("s1", 2)).requests == 0 and await live.trace("s1") == []
+    assert (await live_reads.window(comps.redis, "s1", 2)).requests == 0
+    assert await live_reads.trace(comps.redis, "s1") == []
     await live.flush()
-    assert (await live.window("s1", 2)).requests == 240
-    assert (await live.window("s2", 2)).requests == 7
-    trace = await live.trace("s1")
+    assert (await live_reads.window(comps.redis, "s1", 2)).requests == 240
+    assert (await live_reads.window(comps.redis, "s2", 2)).requests == 7
+    trace = await live_reads.trace(comps.redis, "s1")
     assert len(trace) == TRACE_LEN
     assert [r["url"] for r in trace] == [f"http://s1.example/{i}" for i in range(239, 139, -1)]
     await live.flush()   # nothing new: nothing sent twice
-    assert (await live.window("s1", 2)).requests == 240
+    assert (await live_reads.window(comps.redis, "s1", 2)).requests == 240
 
     specs = small_site(1, hosts(), backlog=20)
     with SimulatorThread(specs):
         report = await crawl(comps, sources_for(specs, rate=100.0), until_idle=True,
                              seconds=60, flush_s=0.3)
     assert report.fetched > 20
-    assert (await LiveMetrics(redis=comps.redis).window(specs[0].id, 3)).requests \
+    assert (await live_reads.window(comps.redis, specs[0].id, 3)).requests \
         == report.fetched
 
 
@@ -236,7 +238,7 @@ async def test_the_ops_page_agrees_with_itself(comps: Components) -> None:
     await live.flush()
     live.record_batch("s1", "w", results(t - 60, 15, Kind.TRANSIENT, "http-500"))
     await live.flush()
-    trace = await live.trace("s1")
+    trace = await live_reads.trace(comps.redis, "s1")
     assert [r["at"] for r in trace] == sorted((r["at"] for r in trace), reverse=True)
     sources = parse_sources({"sources": [{"id": "s1", "seeds": ["http://s1.example/"]}]})
     async with TestClient(TestServer(OpsApp(comps.redis, comps.pool, sources).app())) as client:
