@@ -399,31 +399,38 @@ async def drop_partition(db: Db, name: str,
     return copied
 
 
-async def fetched_since(db: Db, source_id: str, urls: Sequence[str], since: datetime
+async def fetched_since(db: Db, source_id: str, url_hashes: Sequence[str], since: datetime
                         ) -> set[str]:
-    """Which of ``urls`` (item pages of the source) were fetched at or after ``since``,
-    with a page or a 304 (the page its last fetch had)."""
+    """Which of the URLs of ``url_hashes`` (item pages of the source, by the fingerprint of
+    their canonical URL) were fetched at or after ``since``, with a page or a 304 (the page
+    its last fetch had). By the task's fingerprint, not the URL text: a task's URL may be a
+    form of the canonical one (a session id in the path, say)."""
     async with connection(db) as conn:
         cur = await conn.execute(
-            "SELECT DISTINCT url FROM staging WHERE fetched_at >= %s AND source_id = %s "
-            "AND url = ANY(%b) AND kind = 'item' AND status IN (200, 304)",
-            (since, source_id, list(urls)))
-        return {str(u) for (u,) in await cur.fetchall()}
+            "SELECT DISTINCT t.url_hash FROM staging s JOIN tasks t ON t.id = s.task_id "
+            "WHERE s.fetched_at >= %s AND s.source_id = %s AND t.url_hash = ANY(%b::uuid[]) "
+            "AND s.kind = 'item' AND s.status IN (200, 304)",
+            (since, source_id, list(url_hashes)))
+        return {str(h) for (h,) in await cur.fetchall()}
 
 
-async def newest_pages(db: Db, source_id: str, urls: Sequence[str]
+async def newest_pages(db: Db, source_id: str, url_hashes: Sequence[str]
                        ) -> dict[str, tuple[str, str | None, bytes]]:
-    """The newest page staged for each of ``urls`` (item pages of the source that answered
-    with a body): URL → (final URL, content type, body decoded from its stored encoding).
-    Reads every staged page of the source (no index by URL): for a rare look, not a loop."""
+    """The newest page staged for each URL of ``url_hashes`` (item pages of the source that
+    answered with a body; by the fingerprint of the canonical URL, as
+    :func:`fetched_since`): fingerprint → (final URL, content type, body decoded from its
+    stored encoding). Reads every staged page of the source (no index by URL): for a rare
+    look, not a loop."""
     async with connection(db) as conn:
         cur = await conn.execute(
-            "SELECT DISTINCT ON (url) url, coalesce(final_url, url), content_type, body, "
-            "body_encoding FROM staging WHERE source_id = %s AND url = ANY(%b) "
-            "AND kind = 'item' AND body IS NOT NULL AND status = 200 "
-            "ORDER BY url, fetched_at DESC", (source_id, list(urls)))
-        return {str(u): (str(f), t, decode_body(b, e))
-                for u, f, t, b, e in await cur.fetchall()}
+            "SELECT DISTINCT ON (t.url_hash) t.url_hash, coalesce(s.final_url, s.url), "
+            "s.content_type, s.body, s.body_encoding FROM staging s "
+            "JOIN tasks t ON t.id = s.task_id WHERE s.source_id = %s "
+            "AND t.url_hash = ANY(%b::uuid[]) AND s.kind = 'item' AND s.body IS NOT NULL "
+            "AND s.status = 200 ORDER BY t.url_hash, s.fetched_at DESC",
+            (source_id, list(url_hashes)))
+        return {str(h): (str(f), t, decode_body(b, e))
+                for h, f, t, b, e in await cur.fetchall()}
 
 
 async def format_error_days(db: Db, source_id: str) -> list[date]:

@@ -109,15 +109,17 @@ async def fetch_again(comps: Components, sources: SourcesFile, source: Source,
     pages as they are now (URL → final URL, content type, body): the page each fetch
     staged, or for a 304 the page staged before it."""
     since = datetime.now(UTC)
-    await comps.frontier.add([NewTask(source.id, u, canonical_fingerprint(canonicalize(u)))
-                              for u in urls], on_conflict="urgent")
+    by_hash = {canonical_fingerprint(canonicalize(u)): u for u in urls}
+    await comps.frontier.add([NewTask(source.id, u, fp) for fp, u in by_hash.items()],
+                             on_conflict="urgent")
     stop = asyncio.Event()
     only = SourcesFile(path=sources.path, sources=[source])
 
     async def watch() -> None:   # ends the crawl once every URL was fetched
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if len(await fetched_since(comps.pool, source.id, urls, since)) >= len(urls):
+            if len(await fetched_since(comps.pool, source.id, list(by_hash),
+                                       since)) >= len(by_hash):
                 break
             await asyncio.sleep(1.0)
         stop.set()
@@ -128,8 +130,9 @@ async def fetch_again(comps: Components, sources: SourcesFile, source: Source,
     finally:
         stop.set()
         await watcher
-    fetched = await fetched_since(comps.pool, source.id, urls, since)
-    return await newest_pages(comps.pool, source.id, sorted(fetched))
+    fetched = await fetched_since(comps.pool, source.id, list(by_hash), since)
+    pages = await newest_pages(comps.pool, source.id, sorted(fetched))
+    return {by_hash[fp]: page for fp, page in pages.items()}
 
 
 def _rule_fields(source: Source) -> dict[str, dict[str, Any]]:

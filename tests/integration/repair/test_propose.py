@@ -146,3 +146,31 @@ async def test_approval_writes_a_version_recleans_and_rollback_restores(
     assert [v.version for v in await repairs.versions(comps.pool, products.id)] == [1, 2, 3]
     with pytest.raises(DecisionError, match="no version 9"):
         await rollback(comps, path, now, products.id, 9, by="test")
+
+
+async def test_an_item_whose_task_url_has_a_session_id_is_fetched_again_by_its_canonical_url(
+        comps: Components, site: tuple[SimulatorThread, list[SourceSpec]]) -> None:
+    """A known item is asked for by its canonical URL, but its task may hold another form
+    of it (the list page linked it with a ``;jsessionid=``): the fetch is found by the
+    task's fingerprint, not the URL text. (The proposal waited its whole fetch time for
+    such an item and learned from one pair fewer.)"""
+    from stratacrawl.repair.propose import fetch_again
+
+    st, specs = site
+    sources = sources_for(specs)
+    products = next(s for s in specs if s.kind == "products")
+    source = sources.get(products.id)
+    await crawl(comps, sources, until_idle=True, seconds=120, flush_s=0.5)
+    item = next(it["url"] for it in st.sim.truth()[products.id])
+    canonical = canonicalize(item)
+    async with comps.pool.connection() as conn:   # the task holds the session form
+        await conn.execute("UPDATE tasks SET url = %s WHERE url_hash = %s",
+                           (f"{canonical};jsessionid=ABC123", canonical_fingerprint(canonical)))
+    pages = await fetch_again(comps, sources, source, [canonical], timeout_s=30)
+    assert list(pages) == [canonical]
+    assert pages[canonical][2]                       # the page's body
+    async with comps.pool.connection() as conn:      # fetched by the task's own URL
+        staged = await (await conn.execute(
+            "SELECT count(*) FROM staging WHERE url = %s",
+            (f"{canonical};jsessionid=ABC123",))).fetchone()
+    assert staged is not None and staged[0] == 1
