@@ -204,7 +204,7 @@ class Politeness:
         return await self.pacing.throttle(source_id, retry_after_s, gap)
 
     async def effective_rates(self, rates: dict[str, float]) -> dict[str, tuple[float, float]]:
-        """See :func:`stratacrawl.hot.pacing.effective_rates`."""
+        """See :meth:`stratacrawl.hot.pacing.Pacing.effective_rates`."""
         return await self.pacing.effective_rates(rates)
 
     async def acquire_slot(self, source_id: str, holder: str, limit: int,

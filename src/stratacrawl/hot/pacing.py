@@ -120,8 +120,3 @@ class Pacing:
                 out[source_id] = (rates[source_id] * factor, held)
         return out
 
-
-async def effective_rates(redis: HotRedis, rates: dict[str, float],
-                          ) -> dict[str, tuple[float, float]]:
-    """:meth:`Pacing.effective_rates` for a reader that holds only a client."""
-    return await Pacing(redis=redis).effective_rates(rates)

@@ -31,7 +31,7 @@ from stratacrawl.cold.validation_results import latest_per_source
 from stratacrawl.docs_links import served_at
 from stratacrawl.hot import live
 from stratacrawl.hot.client import HotRedis
-from stratacrawl.hot.pacing import effective_rates
+from stratacrawl.hot.pacing import Pacing
 from stratacrawl.monitor.charts import charts_html
 from stratacrawl.monitor.evaluate import evaluate
 from stratacrawl.monitor.families import SourceMetrics, collect
@@ -121,6 +121,7 @@ class OpsApp:
                  evaluate_every_s: float | None = None, hold_s: float = 180.0,
                  docs_dir: Path | None = None) -> None:
         self.redis = redis
+        self.pacing = Pacing(redis=redis)   # the sources' effective rates, read each look
         self.pool = pool
         self.sources = sources
         self.evaluate_every_s = evaluate_every_s
@@ -175,7 +176,7 @@ class OpsApp:
     async def _rates(self) -> dict[str, tuple[float, float, float]]:
         """Per source: configured rate, effective rate (429s lower it), seconds held."""
         configured = {s.id: s.rate for s in self.sources.sources}
-        throttled = await effective_rates(self.redis, configured)
+        throttled = await self.pacing.effective_rates(configured)
         return {sid: (rate, *throttled.get(sid, (rate, 0.0))) for sid, rate in configured.items()}
 
     async def _validations(self) -> dict[str, tuple[bool, str, str | None]]:
