@@ -116,11 +116,11 @@ class FetchWorker:
 
     # -- batches ------------------------------------------------------------------------------
     async def run_batch(self, source: Source, batch: Batch, holder: str | None = None) -> None:
-        """Fetch a claimed batch under the source's slot ``holder`` (taken here if None)."""
+        """Fetch a claimed batch under the source's slot ``holder`` (held already: a claim
+        takes it; taken here if None)."""
         if holder is None:
             holder = f"{self.run_id}:{batch.batch_id}"
             await self.slots.acquire(source, holder)
-        self.slots.hold(holder, source.id)
         fetched: Fetched = ([], [], {})
         try:
             try:
