@@ -124,3 +124,19 @@ def test_apply_is_idempotent(rules: list[Rule], url: str) -> None:
     once = apply(rules, canonicalize(url))
     assert apply(rules, once) == once
     assert canonicalize(once) == apply(rules, canonicalize(once))
+
+
+def test_siblings_are_the_plainer_forms_only() -> None:
+    from stratacrawl.urls.equivalence import siblings
+
+    url = "http://a.example/Article/6/?ref=3&utm_source=x"
+    forms = siblings(url)
+    assert "http://a.example/Article/6/" in forms            # no query
+    assert "http://a.example/Article/6?ref=3&utm_source=x" in forms   # no trailing slash
+    assert "http://a.example/Article/6/?utm_source=x" in forms        # one parameter less
+    assert "http://a.example/article/6" in forms              # all of it
+    assert url not in forms
+    # a plainer form never has a sibling that is the URL it came from
+    assert all(url not in siblings(f) for f in forms)
+    assert siblings("http://a.example/article/6") == []
+    assert explain(url, "http://a.example/article/6") is not None

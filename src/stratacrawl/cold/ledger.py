@@ -149,6 +149,18 @@ class Ledger:
                 (source_id, list(url_hashes)))
             return {str(h) for (h,) in await cur.fetchall()}
 
+    async def states(self, source_id: str, url_hashes: Sequence[str]
+                     ) -> dict[str, tuple[str, str]]:
+        """The source's tasks of these URL fingerprints: fingerprint → (kind, state)."""
+        if not url_hashes:
+            return {}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT k.url_hash, t.kind, t.state FROM task_keys k JOIN tasks t "
+                "ON t.id = k.task_id WHERE k.source_id = %s AND k.url_hash = ANY(%b::uuid[])",
+                (source_id, list(url_hashes)))
+            return {str(h): (str(kind), str(state)) for h, kind, state in await cur.fetchall()}
+
     async def rearm(self, source_id: str, cadence: timedelta) -> int:
         """Seeds and list pages finished longer than ``cadence`` ago become due again."""
         async with self.pool.connection() as conn:
@@ -347,18 +359,21 @@ class Ledger:
         state = TaskState.RETRY_WAIT if due_at else TaskState.PENDING
         return await self.finish([Outcome(i, state, due_at=due_at) for i in ids], owner)
 
-    async def give_back(self, ids: Sequence[int], owner: str, reason: str) -> int:
+    async def give_back(self, ids: Sequence[int], owner: str, reason: str,
+                        due_at: datetime | None = None) -> int:
         """Leased tasks back to ``PENDING`` unfetched, the attempt their claim counted
         refunded: the crawl stopped, or one of our own tiers did not answer — neither is
-        the page's fault, so neither may bring it closer to ``FAILED``."""
+        the page's fault, so neither may bring it closer to ``FAILED`` —, or the task
+        waits for something (``due_at``: due again then; else when it was due)."""
         if not ids:
             return 0
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
                 "lease_owner = NULL, lease_expires_at = NULL, last_error = %s, "
+                "due_at = COALESCE(%s, due_at), "
                 f"updated_at = now() WHERE id = ANY(%b::bigint[]) AND lease_owner = %s AND "
-                f"{_BY_ID_HELD}", (reason, sorted(ids), owner))
+                f"{_BY_ID_HELD}", (reason, due_at, sorted(ids), owner))
             return cur.rowcount
 
     async def requeue_tier_failures(self) -> list[str]:

@@ -49,6 +49,7 @@ class CrawlReport:
                 "flush_seconds": round(self.writer.flush_seconds, 3) if self.writer else 0.0,
                 "queued": self.discovery.queued, "demoted": self.demoted,
                 "redundant": sum(s.redundant for s in self.sources.values()),
+                "held_variants": sum(s.held for s in self.sources.values()),
                 "over_budget": sum(s.over_budget for s in self.sources.values()),
                 "reasons": dict(reasons), "retries": dict(retries),
                 "throttled": {k: {"rate": round(r, 3), "held_s": round(h, 1)}

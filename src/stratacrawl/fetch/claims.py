@@ -10,10 +10,11 @@ at once). Without that, on a chain of list pages (each the only task of its sour
 claimed when the page before it names it) every batch that ends would be followed by a
 claim finding nothing: a slot, a pop, a ledger read, a release.
 
-Two kinds of claimed task are set aside before any request: a variant that a URL rule
+Three kinds of claimed task are set aside before any request: a variant that a URL rule
 maps onto a URL the source already has a task for (it ends ``REDUNDANT``, never fetched),
-and a re-fetch past the source's daily re-crawl budget (given back, due at the next UTC
-day's start). A claim is sized to last about ``BATCH_S`` at the source's latency: on a
+a variant whose rule is still undecided (held back a while: ``fetch/variants.py``), and a
+re-fetch past the source's daily re-crawl budget (given back, due at the next UTC day's
+start). A claim is sized to last about ``BATCH_S`` at the source's latency: on a
 site answering in 2 s a batch is a few tasks per lane (what is due next is looked at again
 soon: a list page found meanwhile is not queued behind a hundred items), on a fast one the
 source's whole ``batch_size``.
@@ -25,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
@@ -33,6 +35,7 @@ from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.outage import Outage
 from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.fetch.slots import Slots
+from stratacrawl.fetch.variants import VariantHold
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.recrawl import RecrawlBudget, next_day
 from stratacrawl.frontier.scheduler import Scheduler
@@ -40,7 +43,7 @@ from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.urls import canonical_fingerprint, canonicalize
-from stratacrawl.urls.equivalence import apply, rewrite
+from stratacrawl.urls.equivalence import Rule, apply, rewrite
 
 log = logging.getLogger(__name__)
 BATCH_S = 2.0   # a claim is sized to last about this long at its source's latency
@@ -170,8 +173,8 @@ class Claims:
 
 class SetAside:
     """Sets aside the claimed tasks not to fetch (process ``run_id``'s claims), recording
-    their outcomes in ``frontier``: redundant variants (``url_rules``), re-fetches past the
-    daily ``budget``."""
+    their outcomes in ``frontier``: redundant variants (``url_rules``), variants of an
+    undecided rule (held back: ``VariantHold``), re-fetches past the daily ``budget``."""
 
     def __init__(self, *, frontier: Frontier, url_rules: UrlRules, budget: RecrawlBudget,
                  run_id: str) -> None:
@@ -179,18 +182,23 @@ class SetAside:
         self.url_rules = url_rules
         self.budget = budget
         self.run_id = run_id
+        self.hold = VariantHold(frontier=frontier, url_rules=url_rules, run_id=run_id)
 
     async def __call__(self, source: Source, batch: Batch,
                        stats: SourceStats) -> list[ClaimedTask]:
         """The batch's tasks to fetch."""
-        batch.tasks = await self._redundant(source, batch, stats)
+        pinned, learned = await self.url_rules.of(source)
+        batch.tasks = await self._redundant(source, batch, stats, pinned, learned)
+        fetch = await self.hold(source, batch.tasks, pinned, learned)
+        stats.held += len(batch.tasks) - len(fetch)
+        batch.tasks = fetch
         return await self._over_budget(source, batch, stats)
 
-    async def _redundant(self, source: Source, batch: Batch,
-                         stats: SourceStats) -> list[ClaimedTask]:
+    async def _redundant(self, source: Source, batch: Batch, stats: SourceStats,
+                         pinned: Sequence[Rule], learned: Sequence[Rule]
+                         ) -> list[ClaimedTask]:
         """The batch without the variants that a learned URL rule maps onto a URL the
         source already has a task for: those end ``REDUNDANT``, never fetched."""
-        pinned, learned = await self.url_rules.of(source)
         if not pinned and not learned:
             return batch.tasks
         targets: dict[int, tuple[str, str]] = {}

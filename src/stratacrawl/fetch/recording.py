@@ -40,6 +40,7 @@ class SourceStats:
     latency_ms: float = 0.0
     delayed_batches: int = 0
     redundant: int = 0   # claimed variants of a queued URL (a learned URL rule): not fetched
+    held: int = 0        # claimed variants held back until their URL rule is decided
     over_budget: int = 0  # claimed re-fetches past the source's daily budget: due tomorrow
     reasons: Counter[str] = field(default_factory=Counter)  # final outcome of each fetch
     retries: Counter[str] = field(default_factory=Counter)  # level-1 retries, by the fault

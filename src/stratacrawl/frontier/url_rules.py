@@ -104,6 +104,7 @@ class UrlRules:
         self.pool = pool
         self.redis = redis
         self._cache: dict[str, tuple[float, tuple[Rule, ...]]] = {}
+        self._states: dict[str, tuple[float, dict[Rule, str]]] = {}
         self._samples: dict[str, _Sample] = {}
         self._canonical: dict[str, str | None] = {}
         self._writers: set[str] = set()   # staging writers of the pages ``observe`` took
@@ -124,6 +125,17 @@ class UrlRules:
         """(pinned, learned) rules of the source: those its ``url_rules`` pins, and the
         learned ones active now that it does not forbid."""
         return source.url_rules.pinned, await self.active(source.id, source.url_rules.forbidden)
+
+    async def states(self, source_id: str) -> dict[Rule, str]:
+        """Every rule the source's evidence has named, and its state (``candidate``,
+        ``active``, ``revoked``): read from cold, kept for ``CACHE_S``."""
+        now = time.monotonic()
+        hit = self._states.get(source_id)
+        if hit is not None and hit[0] >= now:
+            return hit[1]
+        states = {Rule.parse(r.rule): r.state for r in await load_rules(self.pool, source_id)}
+        self._states[source_id] = (now + CACHE_S, states)
+        return states
 
     async def _learned(self, source_id: str) -> tuple[Rule, ...]:
         published = None

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 KINDS = ("drop-param", "rename-param", "trailing-slash", "path-case")
 MIN_SUPPORT = 3          # confirming pairs before a rule applies (none against it)
+MAX_SIBLING_PARAMS = 8   # a query of more parameters: no sibling drops them one by one
 VERIFY_EVERY = 20        # one variant in this many is still fetched: the rule stays tested
 _ESCAPE = re.compile(r"%[0-9a-f]{2}")
 
@@ -157,6 +158,25 @@ def explain(a: str, b: str) -> frozenset[Rule] | None:
     if not rules or apply(rules, a) != apply(rules, b):
         return None
     return frozenset(rules)
+
+
+def siblings(canonical: str) -> list[str]:
+    """The plainer forms of canonical URL ``canonical`` that rules of these kinds could
+    map it onto (for each, :func:`explain` names the rules): without its query or one of
+    its parameters, without its trailing slash, with its path in lower case, and their
+    combinations. Plainer only: a URL is never a sibling of its own siblings."""
+    parts = urlsplit(canonical)
+    paths = {parts.path}
+    if len(parts.path) > 1 and parts.path.endswith("/"):
+        paths.add(parts.path.rstrip("/") or "/")
+    paths |= {_ESCAPE.sub(lambda m: m.group().upper(), p.lower()) for p in paths}
+    params = parts.query.split("&") if parts.query else []
+    queries = {parts.query, ""}
+    if 1 < len(params) <= MAX_SIBLING_PARAMS:
+        queries |= {"&".join(params[:i] + params[i + 1:]) for i in range(len(params))}
+    out = {urlunsplit((parts.scheme, parts.netloc, p, q, "")) for p in paths for q in queries}
+    out.discard(canonical)
+    return sorted(out)
 
 
 def _changes(rule: Rule, url: str, path: str) -> bool:

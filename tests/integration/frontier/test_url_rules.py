@@ -48,11 +48,12 @@ async def test_a_crawl_learns_the_duplicate_urls_and_stops_fetching_them(
     assert all(r.counterexamples == 0 for r in rules.values() if r.state == "active")
     dups, items = await duplicate_fetches(comps, sid)
     # the site links ~22 % of its items under a second URL (~90 here): learning stops
-    # most of them (how many slip through before 3 pairs are in depends on the order the
-    # crawl meets canonical and variant URLs — list pages go first, so every variant is
-    # queued before the first item is fetched: 19-48 measured; `bench efficiency` measures
-    # the share)
-    assert items >= 390 and dups <= 55, (dups, items)
+    # most of them. Variants of a rule still undecided are held back once the pairs it
+    # needs are being fetched, so what slips through is those pairs (3 a rule, two rules
+    # here) and the one variant in 20 fetched to keep an active rule tested: 11-14
+    # measured (19-48 when every variant was fetched until its rule was active; `bench
+    # efficiency` measures the share)
+    assert items >= 390 and dups <= 20, (dups, items)
     assert report.sources[sid].redundant + dups < 90
     async with comps.pool.connection() as conn:   # item pages name their canonical URL
         declared = await (await conn.execute(

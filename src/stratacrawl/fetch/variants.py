@@ -1,0 +1,148 @@
+"""Variants held back until their URL rule is known.
+
+A site often links one page under several URLs: a tracking parameter on a list page, a
+trailing ``index.html``, while its sitemap names the plain URL. A learned URL rule
+(``stratacrawl.urls.equivalence``) makes such a variant ``REDUNDANT`` once the rule is
+active — but a rule turns active only after its confirming pairs were fetched, and until
+then every variant was fetched too: on sites that link an item's variant from the list
+and its plain URL from the sitemap, ~10 % of the items were fetched twice.
+
+So a claimed item whose plainer form (``siblings``: without its query or a parameter, its
+trailing slash, the case of its path) is a task of the same source, of the same kind and not
+failed, is a *variant*, and the rules that would merge the two (``explain``) decide:
+
+- any of them revoked, or forbidden by the source: the two are different pages — fetched;
+- all active: the redundant-variant check before this one has set it aside (or it is one
+  of the few kept as verification fetches) — fetched;
+- otherwise the rules are undecided: the first ``EVIDENCE_FETCHES`` variants of those rules
+  in ``EVIDENCE_WINDOW_S`` are fetched (each is a pair the miner needs: the variant
+  declares its plain URL canonical, or serves its content), the rest are given back,
+  their attempt refunded, due ``HOLD_S`` later — by then the rule is usually active and
+  the variant ends ``REDUNDANT`` unfetched.
+
+A source that does not learn rules (``url_rules: {learn: false}``) holds nothing. Nothing
+only a variant reaches is lost: a variant held for ``MAX_HOLD_S`` in all (its plain
+URL failing, a rule the evidence never decides) is fetched like any task, and a held task
+is due within the crawl's idle horizon, so ``--until-idle`` waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from stratacrawl.cold.tasks import ClaimedTask
+from stratacrawl.errors import InvalidURL
+from stratacrawl.frontier.frontier import Frontier
+from stratacrawl.frontier.url_rules import UrlRules
+from stratacrawl.sources import Source
+from stratacrawl.urls import canonical_fingerprint, canonicalize
+from stratacrawl.urls.equivalence import MIN_SUPPORT, Rule, apply, explain, siblings
+
+HOLD_S = 10.0            # a held variant is due again this much later
+MAX_HOLD_S = 120.0       # ... and fetched all the same once held this long
+EVIDENCE_FETCHES = MIN_SUPPORT   # variants of undecided rules fetched per window (one pair each)
+EVIDENCE_WINDOW_S = 60.0
+HELD_PREFIX = "held: variant of "   # the ``last_error`` of a held task
+_GONE = ("FAILED", "REDUNDANT")      # a plain URL in these states reaches nothing
+
+
+class VariantHold:
+    """Holds back the claimed variants whose URL rule is undecided (process ``run_id``'s
+    claims), reading tasks from ``frontier`` and rule states from ``url_rules``."""
+
+    def __init__(self, *, frontier: Frontier, url_rules: UrlRules, run_id: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.frontier = frontier
+        self.url_rules = url_rules
+        self.run_id = run_id
+        self.clock = clock
+        self._first_held: dict[int, float] = {}   # task id → when it was first held here
+        # (source, rules) → when their evidence fetches were let through, in the window
+        self._evidence: dict[tuple[str, frozenset[Rule]], list[float]] = {}
+
+    async def __call__(self, source: Source, tasks: Sequence[ClaimedTask],
+                       pinned: Sequence[Rule], learned: Sequence[Rule]) -> list[ClaimedTask]:
+        """The tasks to fetch now; the others are given back, due later."""
+        if not source.url_rules.learn:
+            return list(tasks)   # no rule will be decided: every variant is fetched
+        plain = self._plain_forms(tasks, pinned, learned)
+        if not plain:
+            return list(tasks)
+        states = await self.frontier.ledger.states(
+            source.id, sorted({fp for forms in plain.values() for _, fp in forms}))
+        if not states:
+            return list(tasks)
+        rule_states = await self.url_rules.states(source.id)
+        forbidden = set(source.url_rules.forbidden)
+        now = self.clock()
+        held: dict[int, str] = {}
+        for t in tasks:
+            for url, fp in plain.get(t.id, ()):
+                known = states.get(fp)
+                if known is None or known[0] != t.kind or known[1] in _GONE:
+                    continue
+                canonical = canonicalize(t.url)
+                rules = explain(canonical, url)
+                if not rules or apply(rules, canonical) != url or any(
+                        r in forbidden or rule_states.get(r) == "revoked" for r in rules):
+                    continue
+                if all(rule_states.get(r) == "active" for r in rules):
+                    break
+                if self._let_through(source.id, rules, now) or self._held_long(t.id, now):
+                    break
+                held[t.id] = url
+                break
+        self._forget(now)
+        if not held:
+            return list(tasks)
+        due = datetime.now(UTC) + timedelta(seconds=HOLD_S)
+        by_reason: dict[str, list[int]] = {}
+        for task_id, url in held.items():
+            by_reason.setdefault(HELD_PREFIX + url, []).append(task_id)
+        for reason, ids in by_reason.items():
+            await self.frontier.ledger.give_back(ids, self.run_id, reason, due_at=due)
+        await self.frontier.finished(source.id, list(held), self.run_id)
+        return [t for t in tasks if t.id not in held]
+
+    def _plain_forms(self, tasks: Sequence[ClaimedTask], pinned: Sequence[Rule],
+                     learned: Sequence[Rule]) -> dict[int, list[tuple[str, str]]]:
+        """Per item task: its plainer forms and the fingerprint a task of each has (the
+        form under the source's rules, as discovery queues it)."""
+        out: dict[int, list[tuple[str, str]]] = {}
+        rules = (*pinned, *learned)
+        for t in tasks:
+            if t.kind != "item":
+                continue
+            try:
+                canonical = canonicalize(t.url)
+            except InvalidURL:
+                continue
+            forms = [(url, canonical_fingerprint(apply(rules, url) if rules else url))
+                     for url in siblings(canonical)]
+            out[t.id] = [(url, fp) for url, fp in forms if fp != t.url_hash]
+        return {i: forms for i, forms in out.items() if forms}
+
+    def _let_through(self, source_id: str, rules: frozenset[Rule], now: float) -> bool:
+        """Whether one more variant of these undecided rules is fetched as evidence."""
+        times = self._evidence.setdefault((source_id, rules), [])
+        times[:] = [t for t in times if now - t < EVIDENCE_WINDOW_S]
+        if len(times) >= EVIDENCE_FETCHES:
+            return False
+        times.append(now)
+        return True
+
+    def _held_long(self, task_id: int, now: float) -> bool:
+        """Whether this task was held for ``MAX_HOLD_S`` already (it is fetched now)."""
+        first = self._first_held.setdefault(task_id, now)
+        if now - first < MAX_HOLD_S:
+            return False
+        del self._first_held[task_id]
+        return True
+
+    def _forget(self, now: float) -> None:
+        """Hold times of tasks not seen again for long (set aside, or claimed elsewhere)."""
+        if len(self._first_held) > 10_000:
+            self._first_held = {i: t for i, t in self._first_held.items()
+                                if now - t < 2 * MAX_HOLD_S}
