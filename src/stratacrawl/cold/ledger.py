@@ -7,7 +7,7 @@ reclaimed cannot complete the task any more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -359,21 +359,35 @@ class Ledger:
         state = TaskState.RETRY_WAIT if due_at else TaskState.PENDING
         return await self.finish([Outcome(i, state, due_at=due_at) for i in ids], owner)
 
-    async def give_back(self, ids: Sequence[int], owner: str, reason: str,
-                        due_at: datetime | None = None) -> int:
+    async def give_back(self, ids: Sequence[int], owner: str, reason: str) -> int:
         """Leased tasks back to ``PENDING`` unfetched, the attempt their claim counted
         refunded: the crawl stopped, or one of our own tiers did not answer — neither is
-        the page's fault, so neither may bring it closer to ``FAILED`` —, or the task
-        waits for something (``due_at``: due again then; else when it was due)."""
+        the page's fault, so neither may bring it closer to ``FAILED``."""
         if not ids:
             return 0
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE tasks SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
                 "lease_owner = NULL, lease_expires_at = NULL, last_error = %s, "
-                "due_at = COALESCE(%s, due_at), "
                 f"updated_at = now() WHERE id = ANY(%b::bigint[]) AND lease_owner = %s AND "
-                f"{_BY_ID_HELD}", (reason, due_at, sorted(ids), owner))
+                f"{_BY_ID_HELD}", (reason, sorted(ids), owner))
+            return cur.rowcount
+
+    async def hold_back(self, reasons: Mapping[int, str], owner: str, due_at: datetime) -> int:
+        """Leased tasks back to ``PENDING`` unfetched until ``due_at``, the attempt their
+        claim counted refunded (they wait for something, no fault of theirs): task id →
+        the reason, in its ``last_error``."""
+        if not reasons:
+            return 0
+        ids = sorted(reasons)
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE tasks t SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
+                "lease_owner = NULL, lease_expires_at = NULL, last_error = h.reason, "
+                "due_at = %s, updated_at = now() FROM (SELECT unnest(%b::bigint[]) AS id, "
+                "unnest(%b::text[]) AS reason) h WHERE t.id = h.id AND t.id = ANY(%b::bigint[]) "
+                f"AND t.lease_owner = %s AND t.{_BY_ID_HELD}",
+                (due_at, ids, [reasons[i] for i in ids], ids, owner))
             return cur.rowcount
 
     async def requeue_tier_failures(self) -> list[str]:

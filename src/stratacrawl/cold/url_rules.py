@@ -12,6 +12,7 @@ from stratacrawl.cold.pool import Db, connection
 from stratacrawl.cold.url_state import outbox_head
 
 REDUNDANT_PREFIX = "redundant: "   # a task's last_error when a rule made it redundant
+HELD_PREFIX = "held: variant of "  # ... when it waits for its rule to be decided
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,24 @@ async def load_rules(db: Db, source_id: str | None = None) -> list[RuleRow]:
         return [RuleRow(*row) for row in await cur.fetchall()]
 
 
+async def release_held(db: Db, source_ids: Sequence[str]) -> set[str]:
+    """The sources' variants held back until their URL rules are decided: due now.
+    Returns the sources that had any."""
+    async with connection(db) as conn:
+        cur = await conn.execute(
+            "UPDATE tasks SET due_at = now(), updated_at = now() WHERE source_id = ANY(%s) "
+            "AND state = 'PENDING' AND due_at > now() AND starts_with(last_error, %s) "
+            "RETURNING source_id", (list(source_ids), HELD_PREFIX))
+        return {str(s) for (s,) in await cur.fetchall()}
+
+
 async def save_rules(db: Db, source_id: str,
                      rows: Sequence[tuple[str, str, int, int, str | None]]) -> list[str]:
     """Upsert (rule, state, support, counterexamples, example) rows. Evidence only grows
     (a miner that restarted sees less for a while): an active rule stays active, and a
     rule once revoked stays revoked — the tasks it had made redundant are due again.
-    Returns the rules revoked now."""
+    When a rule turns active or revoked, the source's variants held back until their
+    rules are decided are due at once. Returns the rules revoked now."""
     if not rows:
         return []
     async with connection(db) as conn, conn.transaction():
@@ -62,8 +75,11 @@ async def save_rules(db: Db, source_id: str,
             "RETURNING r.rule, r.state, (SELECT o.state FROM old o WHERE o.rule = r.rule)",
             ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
              [r[3] for r in rows], [r[4] for r in rows], source_id, source_id))
-        revoked = [rule for rule, state, before in await cur.fetchall()
-                   if state == "revoked" and before != "revoked"]
+        changed = [(rule, state) for rule, state, before in await cur.fetchall()
+                   if state != before]
+        revoked = [rule for rule, state in changed if state == "revoked"]
+        if any(state in ("active", "revoked") for _, state in changed):
+            await release_held(conn, [source_id])   # a rule decided: due now, not in a while
         if revoked:
             await conn.execute(
                 "UPDATE tasks SET state = 'PENDING', due_at = now(), last_error = NULL, "

@@ -17,8 +17,10 @@ failed, is a *variant*, and the rules that would merge the two (``explain``) dec
 - otherwise the rules are undecided: the first ``EVIDENCE_FETCHES`` variants of those rules
   in ``EVIDENCE_WINDOW_S`` are fetched (each is a pair the miner needs: the variant
   declares its plain URL canonical, or serves its content), the rest are given back,
-  their attempt refunded, due ``HOLD_S`` later — by then the rule is usually active and
-  the variant ends ``REDUNDANT`` unfetched.
+  their attempt refunded, due ``HOLD_S`` later — or at once when a rule of the source is
+  decided (``cold/url_rules.save_rules``), or when the worker has nothing else to fetch
+  (:meth:`VariantHold.release`: a hold defers work, it never keeps a crawl waiting). Then
+  the variant ends ``REDUNDANT`` unfetched (its rule active) or is fetched.
 
 A source that does not learn rules (``url_rules: {learn: false}``) holds nothing. Nothing
 only a variant reaches is lost: a variant held for ``MAX_HOLD_S`` in all (its plain
@@ -33,10 +35,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from stratacrawl.cold.tasks import ClaimedTask
+from stratacrawl.cold.url_rules import HELD_PREFIX, release_held
 from stratacrawl.errors import InvalidURL
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source
+from stratacrawl.tier_errors import TIER_DOWN
 from stratacrawl.urls import canonical_fingerprint, canonicalize
 from stratacrawl.urls.equivalence import MIN_SUPPORT, Rule, apply, explain, siblings
 
@@ -44,7 +48,7 @@ HOLD_S = 10.0            # a held variant is due again this much later
 MAX_HOLD_S = 120.0       # ... and fetched all the same once held this long
 EVIDENCE_FETCHES = MIN_SUPPORT   # variants of undecided rules fetched per window (one pair each)
 EVIDENCE_WINDOW_S = 60.0
-HELD_PREFIX = "held: variant of "   # the ``last_error`` of a held task
+RELEASE_EVERY_S = 1.0    # an idle worker releases held variants this often at most
 _GONE = ("FAILED", "REDUNDANT")      # a plain URL in these states reaches nothing
 
 
@@ -61,6 +65,8 @@ class VariantHold:
         self._first_held: dict[int, float] = {}   # task id → when it was first held here
         # (source, rules) → when their evidence fetches were let through, in the window
         self._evidence: dict[tuple[str, frozenset[Rule]], list[float]] = {}
+        self._release_at = 0.0
+        self._released: set[int] = set()   # held here, then released: fetched when claimed
 
     async def __call__(self, source: Source, tasks: Sequence[ClaimedTask],
                        pinned: Sequence[Rule], learned: Sequence[Rule]) -> list[ClaimedTask]:
@@ -88,7 +94,9 @@ class VariantHold:
                 if not rules or apply(rules, canonical) != url or any(
                         r in forbidden or rule_states.get(r) == "revoked" for r in rules):
                     continue
-                if all(rule_states.get(r) == "active" for r in rules):
+                if t.id in self._released or all(rule_states.get(r) == "active"
+                                                  for r in rules):
+                    self._released.discard(t.id)
                     break
                 if self._let_through(source.id, rules, now) or self._held_long(t.id, now):
                     break
@@ -97,14 +105,30 @@ class VariantHold:
         self._forget(now)
         if not held:
             return list(tasks)
-        due = datetime.now(UTC) + timedelta(seconds=HOLD_S)
-        by_reason: dict[str, list[int]] = {}
-        for task_id, url in held.items():
-            by_reason.setdefault(HELD_PREFIX + url, []).append(task_id)
-        for reason, ids in by_reason.items():
-            await self.frontier.ledger.give_back(ids, self.run_id, reason, due_at=due)
+        await self.frontier.ledger.hold_back(
+            {i: HELD_PREFIX + url for i, url in held.items()}, self.run_id,
+            datetime.now(UTC) + timedelta(seconds=HOLD_S))
         await self.frontier.finished(source.id, list(held), self.run_id)
         return [t for t in tasks if t.id not in held]
+
+    async def release(self, source_ids: Sequence[str]) -> set[str]:
+        """Nothing else to fetch here: the sources' held variants are due now (a hold
+        defers work while there is other work, it never keeps a crawl waiting). Looked at
+        once in ``RELEASE_EVERY_S`` at most; returns the sources that had any."""
+        now = self.clock()
+        if now < self._release_at or not self._first_held:
+            return set()   # (nothing held here: other processes release their own)
+        self._release_at = now + RELEASE_EVERY_S
+        try:
+            released = await release_held(self.frontier.ledger.pool, source_ids)
+        except TIER_DOWN:   # the loop's next claim meets the outage and says so
+            return set()
+        # claimed again, they are fetched (whatever their rules' state), not held again
+        if len(self._released) > 10_000:
+            self._released.clear()
+        self._released.update(self._first_held)
+        self._first_held.clear()
+        return released
 
     def _plain_forms(self, tasks: Sequence[ClaimedTask], pinned: Sequence[Rule],
                      learned: Sequence[Rule]) -> dict[int, list[tuple[str, str]]]:
@@ -142,7 +166,7 @@ class VariantHold:
         return True
 
     def _forget(self, now: float) -> None:
-        """Hold times of tasks not seen again for long (set aside, or claimed elsewhere)."""
-        if len(self._first_held) > 10_000:
+        """Hold times of tasks not held again for long (set aside, fetched elsewhere)."""
+        if len(self._first_held) > 1_000:
             self._first_held = {i: t for i, t in self._first_held.items()
                                 if now - t < 2 * MAX_HOLD_S}

@@ -264,6 +264,10 @@ class FetchWorker:
                             await asyncio.wait_for(self._wake.wait(), timeout=0.2)
                     self._collect()
                 elif not started:
+                    if released := await self.set_aside.hold.release(self.sources.ids):
+                        for source_id in released:   # held variants: due now, claimed now
+                            self.claims.new_work(source_id)
+                        continue
                     if until_idle and (idle_check is None or await idle_check()):
                         break
                     await asyncio.sleep(0.2)

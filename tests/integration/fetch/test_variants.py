@@ -10,12 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stratacrawl.cold.tasks import Batch, ClaimedTask, NewTask
-from stratacrawl.cold.url_rules import save_rules
+from stratacrawl.cold.url_rules import HELD_PREFIX, save_rules
 from stratacrawl.fetch.claims import SetAside
 from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.fetch.variants import (
     EVIDENCE_FETCHES,
-    HELD_PREFIX,
     HOLD_S,
     MAX_HOLD_S,
     VariantHold,
@@ -87,20 +86,18 @@ async def test_variants_of_an_undecided_rule_are_fetched_as_evidence_then_held(
         assert soon - timedelta(seconds=5) < due_at <= soon
         assert error == HELD_PREFIX + url.split("?")[0]
 
-    # The rule turns active: a held variant claimed again ends REDUNDANT, unfetched.
+    # The rule turns active: the held variants are due at once, and a held variant
+    # claimed again ends REDUNDANT, unfetched.
     await save_rules(comps.pool, "shop", [(r, "active", 3, 0, None) for r in UTM_RULES])
-    async with comps.pool.connection() as conn:
-        await conn.execute("UPDATE tasks SET due_at = now() WHERE url_hash = %s",
-                           (fingerprint(held[0]),))
     await comps.frontier.refill("shop", force=True)
     again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
-    assert [t.url for t in again] == [held[0]]
+    assert sorted(t.url for t in again) == sorted(held)
     aside = SetAside(frontier=comps.frontier, url_rules=comps.url_rules,
                      budget=comps.budget, run_id=OWNER)
     stats = SourceStats()
     assert await aside(source(), Batch("shop", "again", again), stats) == []
-    assert stats.redundant == 1
-    assert (await task_row(comps, held[0]))[0] == "REDUNDANT"
+    assert stats.redundant == len(held)
+    assert {(await task_row(comps, u))[0] for u in held} == {"REDUNDANT"}
 
 
 async def test_a_revoked_rule_or_a_failed_plain_url_holds_nothing(comps: Components) -> None:
@@ -115,12 +112,11 @@ async def test_a_revoked_rule_or_a_failed_plain_url_holds_nothing(comps: Compone
     fetch = {t.url for t in await hold(source(), claimed, (), ())}
     assert variant(0) in fetch and len(fetch) == 1 + EVIDENCE_FETCHES, fetch
 
-    # Once the rule is revoked the variants are pages of their own: none is held.
+    assert (await comps.frontier.claim("shop", 100, OWNER)).tasks == []   # held: not due
+    # Once the rule is revoked the variants are pages of their own: due at once, and
+    # none is held.
     await save_rules(comps.pool, "shop", [("drop-param:ref@/article/", "revoked", 3, 1, None)])
     comps.url_rules._states.clear()   # the cached states: read again now, not in 2 s
-    assert (await comps.frontier.claim("shop", 100, OWNER)).tasks == []   # held: not due
-    async with comps.pool.connection() as conn:
-        await conn.execute("UPDATE tasks SET due_at = now() WHERE state = 'PENDING'")
     await comps.frontier.refill("shop", force=True)
     again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
     assert len(again) == ITEMS - len(fetch) > EVIDENCE_FETCHES
@@ -152,3 +148,27 @@ async def test_a_variant_held_too_long_is_fetched_and_a_slash_is_the_variant(
     assert await hold(source(), await claim_held(), (), ()) == []
     clock.now += MAX_HOLD_S   # held for longer than the bound: fetched all the same
     assert {t.url for t in await hold(source(), await claim_held(), (), ())} == set(held)
+
+
+async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
+        comps: Components) -> None:
+    """A hold defers work while there is other work: with nothing else to fetch, the
+    held variants are due at once and, claimed again, fetched though their rule is still
+    undecided."""
+    plain = [f"{BASE}/article/{n}" for n in range(ITEMS)]
+    await comps.frontier.add([NewTask("shop", u, fingerprint(u)) for u in plain])
+    claimed = [t for t in await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
+               if "?" in t.url]
+    hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
+    fetched = {t.url for t in await hold(source(), claimed, (), ())}
+    held = {variant(n) for n in range(ITEMS)} - fetched
+    assert len(held) == ITEMS - EVIDENCE_FETCHES
+    assert await hold.release(["shop", "other"]) == {"shop"}
+    async with comps.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM tasks WHERE state = 'PENDING' "
+                                 "AND due_at <= now() AND last_error LIKE 'held: %%'")
+        assert await cur.fetchone() == (len(held),)
+    await comps.frontier.refill("shop", force=True)
+    again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
+    assert {t.url for t in again} == held
+    assert {t.url for t in await hold(source(), again, (), ())} == held
