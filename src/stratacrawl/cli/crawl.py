@@ -50,6 +50,10 @@ def report_table(report: CrawlReport) -> Table:
     redundant = [f"{sid} {s.redundant}" for sid, s in report.sources.items() if s.redundant]
     if redundant:   # duplicate URLs a learned rule caught after they were queued
         captions.append("not fetched, redundant by a learned URL rule: " + ", ".join(redundant))
+    held = [f"{sid} {s.held}" for sid, s in report.sources.items() if s.held]
+    if held:        # variants whose rule was undecided, claimed and given back for a while
+        captions.append("variants held back until their URL rule was decided (times): "
+                        + ", ".join(held))
     waiting = [f"{sid} {s.over_budget}" for sid, s in report.sources.items() if s.over_budget]
     if waiting:     # re-fetches past the source's daily budget
         captions.append("re-fetches left for tomorrow (daily budget): " + ", ".join(waiting))

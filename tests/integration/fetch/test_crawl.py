@@ -179,7 +179,10 @@ async def test_a_list_chain_is_walked_without_waiting_for_staging(
 async def test_a_fetch_changes_its_task_state_twice(comps: Components, site) -> None:
     """Claim (PENDING → LEASED) and outcome (→ SUCCEEDED) are the only state changes a
     fetched task's row goes through: each rewrites the row's index entries (the state is
-    in the ready and lease indexes' predicates), so no step in between may change it."""
+    in the ready and lease indexes' predicates), so no step in between may change it.
+    (A URL variant whose rule is undecided may be held back — given back and claimed
+    again, ``fetch/variants.py`` —: the site's variants, ``?…`` and ``/index.html``, are
+    left out.)"""
     st, specs = site
     async with comps.pool.connection() as conn:
         await conn.execute("CREATE TABLE state_changes (n bigserial, task_id bigint, old text, new text)")
@@ -196,7 +199,8 @@ async def test_a_fetch_changes_its_task_state_twice(comps: Components, site) -> 
         paths = await (await conn.execute(
             "SELECT path, count(*) FROM (SELECT string_agg(old || '>' || new, ' ' ORDER BY "
             "c.n) AS path FROM state_changes c JOIN tasks t ON t.id = c.task_id "
-            "WHERE t.state = 'SUCCEEDED' AND t.attempts = 1 GROUP BY c.task_id) p "
+            "WHERE t.state = 'SUCCEEDED' AND t.attempts = 1 AND t.url NOT LIKE '%%?%%' "
+            "AND t.url NOT LIKE '%%/index.html' GROUP BY c.task_id) p "
             "GROUP BY path")).fetchall()
     assert paths == [("PENDING>LEASED LEASED>SUCCEEDED", paths[0][1])], paths
     assert paths[0][1] > 100
