@@ -77,7 +77,7 @@ class VariantHold:
         if not plain:
             return list(tasks)
         states = await self.frontier.ledger.states(
-            source.id, sorted({fp for forms in plain.values() for _, fp in forms}))
+            source.id, sorted({fp for _, forms in plain.values() for _, fp in forms}))
         if not states:
             return list(tasks)
         rule_states = await self.url_rules.states(source.id)
@@ -85,11 +85,11 @@ class VariantHold:
         now = self.clock()
         held: dict[int, str] = {}
         for t in tasks:
-            for url, fp in plain.get(t.id, ()):
+            canonical, forms = plain.get(t.id, ("", []))
+            for url, fp in forms:
                 known = states.get(fp)
                 if known is None or known[0] != t.kind or known[1] in _GONE:
                     continue
-                canonical = canonicalize(t.url)
                 rules = explain(canonical, url)
                 if not rules or apply(rules, canonical) != url or any(
                         r in forbidden or rule_states.get(r) == "revoked" for r in rules):
@@ -131,10 +131,12 @@ class VariantHold:
         return released
 
     def _plain_forms(self, tasks: Sequence[ClaimedTask], pinned: Sequence[Rule],
-                     learned: Sequence[Rule]) -> dict[int, list[tuple[str, str]]]:
-        """Per item task: its plainer forms and the fingerprint a task of each has (the
-        form under the source's rules, as discovery queues it)."""
-        out: dict[int, list[tuple[str, str]]] = {}
+                     learned: Sequence[Rule]
+                     ) -> dict[int, tuple[str, list[tuple[str, str]]]]:
+        """Per item task that has plainer forms: its canonical URL, and each form with the
+        fingerprint a task of it has (the form under the source's rules, as discovery
+        queues it)."""
+        out: dict[int, tuple[str, list[tuple[str, str]]]] = {}
         rules = (*pinned, *learned)
         for t in tasks:
             if t.kind != "item":
@@ -145,8 +147,10 @@ class VariantHold:
                 continue
             forms = [(url, canonical_fingerprint(apply(rules, url) if rules else url))
                      for url in siblings(canonical)]
-            out[t.id] = [(url, fp) for url, fp in forms if fp != t.url_hash]
-        return {i: forms for i, forms in out.items() if forms}
+            forms = [(url, fp) for url, fp in forms if fp != t.url_hash]
+            if forms:
+                out[t.id] = (canonical, forms)
+        return out
 
     def _let_through(self, source_id: str, rules: frozenset[Rule], now: float) -> bool:
         """Whether one more variant of these undecided rules is fetched as evidence."""
@@ -166,7 +170,11 @@ class VariantHold:
         return True
 
     def _forget(self, now: float) -> None:
-        """Hold times of tasks not held again for long (set aside, fetched elsewhere)."""
+        """Hold times of tasks not held again for long (set aside, fetched elsewhere), and
+        evidence windows long past."""
         if len(self._first_held) > 1_000:
             self._first_held = {i: t for i, t in self._first_held.items()
                                 if now - t < 2 * MAX_HOLD_S}
+        if len(self._evidence) > 1_000:
+            self._evidence = {k: times for k, times in self._evidence.items()
+                              if times and now - times[-1] < EVIDENCE_WINDOW_S}
