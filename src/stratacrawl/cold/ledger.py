@@ -363,20 +363,13 @@ class Ledger:
         """Leased tasks back to ``PENDING`` unfetched, the attempt their claim counted
         refunded: the crawl stopped, or one of our own tiers did not answer — neither is
         the page's fault, so neither may bring it closer to ``FAILED``."""
-        if not ids:
-            return 0
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE tasks SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
-                "lease_owner = NULL, lease_expires_at = NULL, last_error = %s, "
-                f"updated_at = now() WHERE id = ANY(%b::bigint[]) AND lease_owner = %s AND "
-                f"{_BY_ID_HELD}", (reason, sorted(ids), owner))
-            return cur.rowcount
+        return await self.hold_back(dict.fromkeys(ids, reason), owner)
 
-    async def hold_back(self, reasons: Mapping[int, str], owner: str, due_at: datetime) -> int:
-        """Leased tasks back to ``PENDING`` unfetched until ``due_at``, the attempt their
-        claim counted refunded (they wait for something, no fault of theirs): task id →
-        the reason, in its ``last_error``."""
+    async def hold_back(self, reasons: Mapping[int, str], owner: str,
+                        due_at: datetime | None = None) -> int:
+        """Leased tasks back to ``PENDING`` unfetched, the attempt their claim counted
+        refunded (no fault of theirs), due at ``due_at`` (None: when they were due):
+        task id → the reason, in its ``last_error``."""
         if not reasons:
             return 0
         ids = sorted(reasons)
@@ -384,8 +377,9 @@ class Ledger:
             cur = await conn.execute(
                 "UPDATE tasks t SET state = 'PENDING', attempts = GREATEST(attempts - 1, 0), "
                 "lease_owner = NULL, lease_expires_at = NULL, last_error = h.reason, "
-                "due_at = %s, updated_at = now() FROM (SELECT unnest(%b::bigint[]) AS id, "
-                "unnest(%b::text[]) AS reason) h WHERE t.id = h.id AND t.id = ANY(%b::bigint[]) "
+                "due_at = COALESCE(%s, t.due_at), updated_at = now() FROM (SELECT "
+                "unnest(%b::bigint[]) AS id, unnest(%b::text[]) AS reason) h "
+                "WHERE t.id = h.id AND t.id = ANY(%b::bigint[]) "
                 f"AND t.lease_owner = %s AND t.{_BY_ID_HELD}",
                 (due_at, ids, [reasons[i] for i in ids], ids, owner))
             return cur.rowcount
