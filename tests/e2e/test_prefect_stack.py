@@ -235,6 +235,11 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         t0 = time.monotonic()
         brk = cli("sim", "break", broken, "--errors", "1.0", env=env, cwd=tmp_path)
         assert brk.returncode == 0 and f"{broken}: broken" in brk.stdout, brk.stdout + brk.stderr
+        # Its lists, unchanged since the demo's crawl, are due again only when their grown
+        # re-crawl interval ends (up to the demo's 5 minutes): submitting its seeds makes
+        # work of it due now, as the operations guide says.
+        sub = cli("submit", *doc["sources"][0]["seeds"], "--source", broken, env=env, cwd=tmp_path)
+        assert sub.returncode == 0, sub.stdout + sub.stderr
         # The fetch run that meets it fails, naming it (a run started now, or a scheduled
         # one beside it that holds the source's lease), then a monitor run fires the alert.
         deps = {d["name"]: d["id"] for d in httpx.post(f"{api}/deployments/filter", json={},
