@@ -19,8 +19,10 @@ failed, is a *variant*, and the rules that would merge the two (``explain``) dec
   declares its plain URL canonical, or serves its content), the rest are given back,
   their attempt refunded, due ``HOLD_S`` later — or at once when a rule of the source is
   decided (``cold/url_rules.save_rules``), or when the worker has nothing else to fetch
-  (:meth:`VariantHold.release`: a hold defers work, it never keeps a crawl waiting). Then
-  the variant ends ``REDUNDANT`` unfetched (its rule active) or is fetched.
+  (:meth:`VariantHold.release`: a hold defers work, it never keeps a crawl waiting; it
+  first runs a mining pass over the pages fetched so far, so a rule their evidence
+  decides sets them aside instead of their being fetched). Then the variant ends
+  ``REDUNDANT`` unfetched (its rule active) or is fetched.
 
 A source that does not learn rules (``url_rules: {learn: false}``) holds nothing. Nothing
 only a variant reaches is lost: a variant held for ``MAX_HOLD_S`` in all (its plain
@@ -30,6 +32,7 @@ is due within the crawl's idle horizon, so ``--until-idle`` waits for it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -51,6 +54,8 @@ EVIDENCE_WINDOW_S = 60.0
 RELEASE_EVERY_S = 1.0    # an idle worker releases held variants this often at most
 _GONE = ("FAILED", "REDUNDANT")      # a plain URL in these states reaches nothing
 
+log = logging.getLogger(__name__)
+
 
 class VariantHold:
     """Holds back the claimed variants whose URL rule is undecided (process ``run_id``'s
@@ -63,6 +68,7 @@ class VariantHold:
         self.run_id = run_id
         self.clock = clock
         self._first_held: dict[int, float] = {}   # task id → when it was first held here
+        self._holding: set[str] = set()   # the sources of the tasks in ``_first_held``
         # (source, rules) → when their evidence fetches were let through, in the window
         self._evidence: dict[tuple[str, frozenset[Rule]], list[float]] = {}
         self._release_at = 0.0
@@ -105,24 +111,39 @@ class VariantHold:
         self._forget(now)
         if not held:
             return list(tasks)
+        self._holding.add(source.id)
         await self.frontier.ledger.hold_back(
             {i: HELD_PREFIX + url for i, url in held.items()}, self.run_id,
             datetime.now(UTC) + timedelta(seconds=HOLD_S))
         await self.frontier.finished(source.id, list(held), self.run_id)
         return [t for t in tasks if t.id not in held]
 
-    async def release(self, source_ids: Sequence[str]) -> set[str]:
+    async def release(self, sources: Sequence[Source]) -> set[str]:
         """Nothing else to fetch here: the sources' held variants are due now (a hold
-        defers work while there is other work, it never keeps a crawl waiting). Looked at
-        once in ``RELEASE_EVERY_S`` at most; returns the sources that had any."""
+        defers work while there is other work, it never keeps a crawl waiting). First a
+        mining pass over what the sources that hold variants here fetched: a rule it
+        decides makes their variants due itself, and claimed again they are set aside as
+        redundant, not fetched. Looked at once in ``RELEASE_EVERY_S`` at most; returns the
+        sources that had any held."""
         now = self.clock()
         if now < self._release_at or not self._first_held:
             return set()   # (nothing held here: other processes release their own)
         self._release_at = now + RELEASE_EVERY_S
+        decided = set()   # a rule turned active: its source's held variants are due now
+        for source in sources:
+            if source.id in self._holding:
+                try:
+                    if await self.url_rules.mine(source.id, source.url_rules.forbidden,
+                                                 force=True):
+                        decided.add(source.id)
+                except Exception as e:   # learning is an optimisation: release all the same
+                    log.warning("fetch: URL rules of %s not mined (%r)", source.id, e)
+        self._holding.clear()
         try:
-            released = await release_held(self.frontier.ledger.pool, source_ids)
+            released = decided | await release_held(self.frontier.ledger.pool,
+                                                    [s.id for s in sources])
         except TIER_DOWN:   # the loop's next claim meets the outage and says so
-            return set()
+            return decided
         # claimed again, they are fetched (whatever their rules' state), not held again
         if len(self._released) > 10_000:
             self._released.clear()

@@ -264,7 +264,7 @@ class FetchWorker:
                             await asyncio.wait_for(self._wake.wait(), timeout=0.2)
                     self._collect()
                 elif not started:
-                    if released := await self.set_aside.hold.release(self.sources.ids):
+                    if released := await self.set_aside.hold.release(self.sources.sources):
                         for source_id in released:   # held variants: due now, claimed now
                             self.claims.new_work(source_id)
                         continue

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from stratacrawl.cold.tasks import Batch, ClaimedTask, NewTask
-from stratacrawl.cold.url_rules import HELD_PREFIX, save_rules
+from stratacrawl.cold.url_rules import HELD_PREFIX, load_rules, save_rules
 from stratacrawl.fetch.claims import SetAside
 from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.fetch.variants import (
@@ -35,6 +35,12 @@ def source() -> Source:
     return parse_sources({"sources": [{
         "id": "shop", "seeds": [f"{BASE}/"], "allow": [f"^{BASE}/"],
         "items": [r"/article/\d+"], "rate": 100.0}]}).sources[0]
+
+
+def other() -> Source:
+    return parse_sources({"sources": [{
+        "id": "other", "seeds": ["http://other.example/"], "allow": ["^http://other.example/"],
+        "items": [r"/p/\d+"], "rate": 100.0}]}).sources[0]
 
 
 def variant(n: int) -> str:
@@ -163,7 +169,7 @@ async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
     fetched = {t.url for t in await hold(source(), claimed, (), ())}
     held = {variant(n) for n in range(ITEMS)} - fetched
     assert len(held) == ITEMS - EVIDENCE_FETCHES
-    assert await hold.release(["shop", "other"]) == {"shop"}
+    assert await hold.release([source(), other()]) == {"shop"}
     async with comps.pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM tasks WHERE state = 'PENDING' "
                                  "AND due_at <= now() AND last_error LIKE 'held: %%'")
@@ -172,3 +178,36 @@ async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
     again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
     assert {t.url for t in again} == held
     assert {t.url for t in await hold(source(), again, (), ())} == held
+
+
+async def test_an_idle_release_mines_first_and_a_rule_it_decides_sets_the_held_aside(
+        comps: Components) -> None:
+    """The evidence fetched so far decides the rule: the idle worker's release learns it
+    before making the held variants due, and claimed again they end REDUNDANT, unfetched
+    (without the pass they would be fetched though their rule was already known)."""
+    plain = [f"{BASE}/article/{n}" for n in range(ITEMS)]
+    await comps.frontier.add([NewTask("shop", u, fingerprint(u)) for u in plain])
+    claimed = [t for t in await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
+               if "?" in t.url]
+    hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
+    evidence = [t.url for t in await hold(source(), claimed, (), ())]
+    held = {variant(n) for n in range(ITEMS)} - set(evidence)
+    assert len(evidence) == EVIDENCE_FETCHES and len(held) == ITEMS - EVIDENCE_FETCHES
+    # what the worker fetched: every plain page, and the evidence variants with their
+    # plain page's content
+    for n, url in enumerate(plain):
+        comps.url_rules.observe("shop", url, f"content-{n}", None, OWNER)
+    for url in evidence:
+        comps.url_rules.observe("shop", url, f"content-{url.split('/')[-1].split('?')[0]}",
+                                None, OWNER)
+
+    assert await hold.release([source(), other()]) == {"shop"}
+    assert {r.rule for r in await load_rules(comps.pool, "shop") if r.state == "active"}
+    await comps.frontier.refill("shop", force=True)
+    again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
+    assert {t.url for t in again} == held
+    aside = SetAside(frontier=comps.frontier, url_rules=comps.url_rules,
+                     budget=comps.budget, run_id=OWNER)
+    stats = SourceStats()
+    assert await aside(source(), Batch("shop", "again", again), stats) == []
+    assert stats.redundant == len(held)
