@@ -139,4 +139,6 @@ def test_siblings_are_the_plainer_forms_only() -> None:
     # a plainer form never has a sibling that is the URL it came from
     assert all(url not in siblings(f) for f in forms)
     assert siblings("http://a.example/article/6") == []
+    assert siblings("http://a.example/Article/6") == ["http://a.example/article/6"]
+    assert siblings("http://10.0.0.1/6/") == ["http://10.0.0.1/6"]
     assert explain(url, "http://a.example/article/6") is not None

@@ -26,23 +26,22 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from stratacrawl.cold.tasks import Batch, ClaimedTask, Outcome, TaskState
 from stratacrawl.cold.url_rules import REDUNDANT_PREFIX
-from stratacrawl.errors import InvalidURL
 from stratacrawl.fetch.outage import Outage
 from stratacrawl.fetch.recording import SourceStats
 from stratacrawl.fetch.slots import Slots
-from stratacrawl.fetch.variants import VariantHold
+from stratacrawl.fetch.variants import VariantHold, canonical_urls
 from stratacrawl.frontier.frontier import Frontier
 from stratacrawl.frontier.recrawl import RecrawlBudget, next_day
 from stratacrawl.frontier.scheduler import Scheduler
 from stratacrawl.frontier.url_rules import UrlRules
 from stratacrawl.sources import Source, SourcesFile
 from stratacrawl.tier_errors import TIER_DOWN
-from stratacrawl.urls import canonical_fingerprint, canonicalize
+from stratacrawl.urls import canonical_fingerprint
 from stratacrawl.urls.equivalence import Rule, apply, rewrite
 
 log = logging.getLogger(__name__)
@@ -188,24 +187,24 @@ class SetAside:
                        stats: SourceStats) -> list[ClaimedTask]:
         """The batch's tasks to fetch."""
         pinned, learned = await self.url_rules.of(source)
-        batch.tasks = await self._redundant(source, batch, stats, pinned, learned)
-        fetch = await self.hold(source, batch.tasks, pinned, learned)
+        canonical = canonical_urls(batch.tasks)
+        batch.tasks = await self._redundant(source, batch, stats, pinned, learned, canonical)
+        fetch = await self.hold(source, batch.tasks, pinned, learned, canonical)
         stats.held += len(batch.tasks) - len(fetch)
         batch.tasks = fetch
         return await self._over_budget(source, batch, stats)
 
     async def _redundant(self, source: Source, batch: Batch, stats: SourceStats,
-                         pinned: Sequence[Rule], learned: Sequence[Rule]
-                         ) -> list[ClaimedTask]:
+                         pinned: Sequence[Rule], learned: Sequence[Rule],
+                         canonical_of: Mapping[int, str]) -> list[ClaimedTask]:
         """The batch without the variants that a learned URL rule maps onto a URL the
         source already has a task for: those end ``REDUNDANT``, never fetched."""
         if not pinned and not learned:
             return batch.tasks
         targets: dict[int, tuple[str, str]] = {}
         for t in batch.tasks:
-            try:
-                canonical = canonicalize(t.url)
-            except InvalidURL:
+            canonical = canonical_of.get(t.id)
+            if canonical is None:
                 continue
             mapped = rewrite(canonical, pinned, learned)
             target = canonical_fingerprint(mapped)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from stratacrawl.cold.tasks import ClaimedTask
@@ -57,6 +57,18 @@ _GONE = ("FAILED", "REDUNDANT")      # a plain URL in these states reaches nothi
 log = logging.getLogger(__name__)
 
 
+def canonical_urls(tasks: Sequence[ClaimedTask]) -> dict[int, str]:
+    """The canonical URL of each task, by task id (a URL that has none is left out): the
+    redundant check and the hold both read it, and it is worked out once."""
+    out = {}
+    for t in tasks:
+        try:
+            out[t.id] = canonicalize(t.url)
+        except InvalidURL:
+            continue
+    return out
+
+
 class VariantHold:
     """Holds back the claimed variants whose URL rule is undecided (process ``run_id``'s
     claims), reading tasks from ``frontier`` and rule states from ``url_rules``."""
@@ -75,11 +87,13 @@ class VariantHold:
         self._released: set[int] = set()   # held here, then released: fetched when claimed
 
     async def __call__(self, source: Source, tasks: Sequence[ClaimedTask],
-                       pinned: Sequence[Rule], learned: Sequence[Rule]) -> list[ClaimedTask]:
-        """The tasks to fetch now; the others are given back, due later."""
+                       pinned: Sequence[Rule], learned: Sequence[Rule],
+                       canonical: Mapping[int, str]) -> list[ClaimedTask]:
+        """The tasks to fetch now (``canonical``: their canonical URLs by task id, as
+        :func:`canonical_urls` gives them); the others are given back, due later."""
         if not source.url_rules.learn:
             return list(tasks)   # no rule will be decided: every variant is fetched
-        plain = self._plain_forms(tasks, pinned, learned)
+        plain = self._plain_forms(tasks, pinned, learned, canonical)
         if not plain:
             return list(tasks)
         states = await self.frontier.ledger.states(
@@ -91,13 +105,13 @@ class VariantHold:
         now = self.clock()
         held: dict[int, str] = {}
         for t in tasks:
-            canonical, forms = plain.get(t.id, ("", []))
+            task_url, forms = plain.get(t.id, ("", []))
             for url, fp in forms:
                 known = states.get(fp)
                 if known is None or known[0] != t.kind or known[1] in _GONE:
                     continue
-                rules = explain(canonical, url)
-                if not rules or apply(rules, canonical) != url or any(
+                rules = explain(task_url, url)
+                if not rules or apply(rules, task_url) != url or any(
                         r in forbidden or rule_states.get(r) == "revoked" for r in rules):
                     continue
                 if t.id in self._released or all(rule_states.get(r) == "active"
@@ -152,7 +166,7 @@ class VariantHold:
         return released
 
     def _plain_forms(self, tasks: Sequence[ClaimedTask], pinned: Sequence[Rule],
-                     learned: Sequence[Rule]
+                     learned: Sequence[Rule], canonical_of: Mapping[int, str]
                      ) -> dict[int, tuple[str, list[tuple[str, str]]]]:
         """Per item task that has plainer forms: its canonical URL, and each form with the
         fingerprint a task of it has (the form under the source's rules, as discovery
@@ -160,11 +174,8 @@ class VariantHold:
         out: dict[int, tuple[str, list[tuple[str, str]]]] = {}
         rules = (*pinned, *learned)
         for t in tasks:
-            if t.kind != "item":
-                continue
-            try:
-                canonical = canonicalize(t.url)
-            except InvalidURL:
+            canonical = canonical_of.get(t.id)
+            if t.kind != "item" or canonical is None:
                 continue
             forms = [(url, canonical_fingerprint(apply(rules, url) if rules else url))
                      for url in siblings(canonical)]

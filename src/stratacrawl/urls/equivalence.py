@@ -165,6 +165,8 @@ def siblings(canonical: str) -> list[str]:
     map it onto (for each, :func:`explain` names the rules): without its query or one of
     its parameters, without its trailing slash, with its path in lower case, and their
     combinations. Plainer only: a URL is never a sibling of its own siblings."""
+    if "?" not in canonical and not canonical.endswith("/") and canonical.islower():
+        return []   # most item URLs: nothing to drop or lower (not split and rebuilt)
     parts = urlsplit(canonical)
     paths = {parts.path}
     if len(parts.path) > 1 and parts.path.endswith("/"):

@@ -18,6 +18,7 @@ from stratacrawl.fetch.variants import (
     HOLD_S,
     MAX_HOLD_S,
     VariantHold,
+    canonical_urls,
 )
 from stratacrawl.sources import Source, parse_sources
 from stratacrawl.urls import fingerprint
@@ -35,6 +36,11 @@ def source() -> Source:
     return parse_sources({"sources": [{
         "id": "shop", "seeds": [f"{BASE}/"], "allow": [f"^{BASE}/"],
         "items": [r"/article/\d+"], "rate": 100.0}]}).sources[0]
+
+
+async def fetch_now(hold: VariantHold, tasks: list[ClaimedTask]) -> list[ClaimedTask]:
+    """What the hold lets through of ``tasks`` claimed for the source "shop"."""
+    return await hold(source(), tasks, (), (), canonical_urls(tasks))
 
 
 def other() -> Source:
@@ -77,7 +83,7 @@ async def test_variants_of_an_undecided_rule_are_fetched_as_evidence_then_held(
     await comps.frontier.add([NewTask("shop", u, fingerprint(u)) for u in plain])
     claimed = await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
     hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
-    fetch = await hold(source(), claimed, (), ())
+    fetch = await fetch_now(hold, claimed)
 
     by_url = {t.url: t for t in fetch}
     assert set(plain) <= set(by_url)                       # a plain URL is never held
@@ -115,7 +121,7 @@ async def test_a_revoked_rule_or_a_failed_plain_url_holds_nothing(comps: Compone
     claimed = [t for t in await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
                if "?" in t.url]
     hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
-    fetch = {t.url for t in await hold(source(), claimed, (), ())}
+    fetch = {t.url for t in await fetch_now(hold, claimed)}
     assert variant(0) in fetch and len(fetch) == 1 + EVIDENCE_FETCHES, fetch
 
     assert (await comps.frontier.claim("shop", 100, OWNER)).tasks == []   # held: not due
@@ -126,8 +132,8 @@ async def test_a_revoked_rule_or_a_failed_plain_url_holds_nothing(comps: Compone
     await comps.frontier.refill("shop", force=True)
     again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
     assert len(again) == ITEMS - len(fetch) > EVIDENCE_FETCHES
-    assert len(await VariantHold(frontier=comps.frontier, url_rules=comps.url_rules,
-                                 run_id=OWNER)(source(), again, (), ())) == len(again)
+    assert len(await fetch_now(VariantHold(frontier=comps.frontier, url_rules=comps.url_rules,
+                                           run_id=OWNER), again)) == len(again)
 
 
 async def test_a_variant_held_too_long_is_fetched_and_a_slash_is_the_variant(
@@ -138,7 +144,7 @@ async def test_a_variant_held_too_long_is_fetched_and_a_slash_is_the_variant(
     claimed = await queue_and_claim(comps, plain + slashed)
     hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER,
                        clock=clock)
-    fetch = {t.url for t in await hold(source(), claimed, (), ())}
+    fetch = {t.url for t in await fetch_now(hold, claimed)}
     assert set(plain) <= fetch                              # the plainer form goes first
     held = [u for u in slashed if u not in fetch]
     assert len(held) == ITEMS - EVIDENCE_FETCHES
@@ -151,9 +157,9 @@ async def test_a_variant_held_too_long_is_fetched_and_a_slash_is_the_variant(
         return (await comps.frontier.claim("shop", 100, OWNER)).tasks
 
     clock.now += 1.0   # the evidence window is still full: held again
-    assert await hold(source(), await claim_held(), (), ()) == []
+    assert await fetch_now(hold, await claim_held()) == []
     clock.now += MAX_HOLD_S   # held for longer than the bound: fetched all the same
-    assert {t.url for t in await hold(source(), await claim_held(), (), ())} == set(held)
+    assert {t.url for t in await fetch_now(hold, await claim_held())} == set(held)
 
 
 async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
@@ -166,7 +172,7 @@ async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
     claimed = [t for t in await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
                if "?" in t.url]
     hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
-    fetched = {t.url for t in await hold(source(), claimed, (), ())}
+    fetched = {t.url for t in await fetch_now(hold, claimed)}
     held = {variant(n) for n in range(ITEMS)} - fetched
     assert len(held) == ITEMS - EVIDENCE_FETCHES
     assert await hold.release([source(), other()]) == {"shop"}
@@ -177,7 +183,7 @@ async def test_an_idle_worker_releases_its_held_variants_and_fetches_them(
     await comps.frontier.refill("shop", force=True)
     again = (await comps.frontier.claim("shop", 100, OWNER)).tasks
     assert {t.url for t in again} == held
-    assert {t.url for t in await hold(source(), again, (), ())} == held
+    assert {t.url for t in await fetch_now(hold, again)} == held
 
 
 async def test_an_idle_release_mines_first_and_a_rule_it_decides_sets_the_held_aside(
@@ -190,7 +196,7 @@ async def test_an_idle_release_mines_first_and_a_rule_it_decides_sets_the_held_a
     claimed = [t for t in await queue_and_claim(comps, [variant(n) for n in range(ITEMS)])
                if "?" in t.url]
     hold = VariantHold(frontier=comps.frontier, url_rules=comps.url_rules, run_id=OWNER)
-    evidence = [t.url for t in await hold(source(), claimed, (), ())]
+    evidence = [t.url for t in await fetch_now(hold, claimed)]
     held = {variant(n) for n in range(ITEMS)} - set(evidence)
     assert len(evidence) == EVIDENCE_FETCHES and len(held) == ITEMS - EVIDENCE_FETCHES
     # what the worker fetched: every plain page, and the evidence variants with their
