@@ -163,12 +163,7 @@ async def mine_url_rules(comps: Components, sources: SourcesFile, *,
                          force: bool = False) -> None:
     """Learn each source's URL rules from what was fetched since the last pass."""
     for source in sources.sources:
-        if not source.url_rules.learn:
-            continue
-        try:
-            await comps.url_rules.mine(source.id, source.url_rules.forbidden, force=force)
-        except Exception as e:  # learning is an optimisation: the crawl goes on without it
-            log.warning("crawl: URL rules of %s not mined (%r)", source.id, e)
+        await comps.url_rules.learn(source, force=force)
 
 
 async def drain_spool(comps: Components) -> DrainReport:

@@ -32,7 +32,6 @@ is due within the crawl's idle horizon, so ``--until-idle`` waits for it.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -53,8 +52,6 @@ EVIDENCE_FETCHES = MIN_SUPPORT   # variants of undecided rules fetched per windo
 EVIDENCE_WINDOW_S = 60.0
 RELEASE_EVERY_S = 1.0    # an idle worker releases held variants this often at most
 _GONE = ("FAILED", "REDUNDANT")      # a plain URL in these states reaches nothing
-
-log = logging.getLogger(__name__)
 
 
 def canonical_urls(tasks: Sequence[ClaimedTask]) -> dict[int, str]:
@@ -145,13 +142,8 @@ class VariantHold:
         self._release_at = now + RELEASE_EVERY_S
         decided = set()   # a rule turned active: its source's held variants are due now
         for source in sources:
-            if source.id in self._holding:
-                try:
-                    if await self.url_rules.mine(source.id, source.url_rules.forbidden,
-                                                 force=True):
-                        decided.add(source.id)
-                except Exception as e:   # learning is an optimisation: release all the same
-                    log.warning("fetch: URL rules of %s not mined (%r)", source.id, e)
+            if source.id in self._holding and await self.url_rules.learn(source, force=True):
+                decided.add(source.id)
         self._holding.clear()
         try:
             released = decided | await release_held(self.frontier.ledger.pool,

@@ -216,6 +216,18 @@ class UrlRules:
         finally:
             sample.next_pass = started + (time.monotonic() - started) / MINING_SHARE
 
+    async def learn(self, source: Source, *, force: bool = False) -> bool:
+        """``mine`` for a source that learns its rules (less those it forbids); True when
+        its active rules changed. A pass that fails is logged and changes nothing:
+        learning is an optimisation, the crawl goes on without it."""
+        if not source.url_rules.learn:
+            return False
+        try:
+            return await self.mine(source.id, source.url_rules.forbidden, force=force)
+        except Exception as e:
+            log.warning("URL rules of %s not mined (%r)", source.id, e)
+            return False
+
     def observe(self, source_id: str, url: str, content_hash: str,
                 declared: str | None, writer: str) -> None:
         """A page this process fetched just now (status 200), into the source's sample at
