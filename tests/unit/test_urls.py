@@ -198,3 +198,45 @@ def test_the_canonical_shortcut_agrees_with_the_full_path(raw: str) -> None:
     "http://ex.com/p/Item_42~v1.html?id=3&page=2", "http://localhost:9/x?q="])
 def test_urls_in_canonical_form_take_the_shortcut(url: str) -> None:
     assert urls_module._is_canonical(url)
+
+
+_BASES = ["http://ex.com/a/b", "https://ex.com:8443/dir/", "http://user@127.0.0.60:8081/list/3?p=2",
+          "HTTP://Ex.COM", "http://ex.com/a/b;p?q#f"]
+_HREF_PARTS = st.text(alphabet="/.?#;:@[]%~ab1-_=&\\é ", max_size=24)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(_BASES),
+       st.one_of(_HREF_PARTS,
+                 st.builds(lambda p: "/" + p, _HREF_PARTS),
+                 st.builds(lambda s, h, p: f"{s}://{h}{p}",
+                           st.sampled_from(["http", "https", "HTTP", "ftp"]),
+                           st.text(alphabet="ab1.:@[]%-é", max_size=12), _HREF_PARTS)))
+def test_resolve_answers_as_urljoin_does(base: str, href: str) -> None:
+    """The shortcut for the common shapes of links gives what ``urljoin`` gives (after the
+    browser's reading of backslashes, tabs and newlines), or the same error."""
+    from urllib.parse import urljoin
+
+    text = href.strip().translate(urls_module._TAB_NEWLINE)
+    if base[:5].lower() in ("http:", "https"):
+        text = urls_module._slashes(text)
+    try:
+        want: str | None = urljoin(base, text)
+    except ValueError:
+        want = None
+    try:
+        got: str | None = resolve(base, href)
+    except InvalidURL as e:
+        if e.reason != "malformed":
+            return   # a scheme refused before joining (javascript:, …)
+        got = None
+    assert got == want
+
+
+def test_the_common_shapes_of_links_skip_urljoin() -> None:
+    page = "http://ex.com/list/3"
+    assert urls_module._joined_as_is(page, "/item/7?c=1#top") == "http://ex.com/item/7?c=1#top"
+    assert urls_module._joined_as_is(page, "https://other.test/x") == "https://other.test/x"
+    for other in ("item/7", "/a/../b", "/a/./b", "//cdn.test/x", "/a?", "/a#", "/a;p",
+                  "HTTP://ex.com/a", "http://[::1/x"):
+        assert urls_module._joined_as_is(page, other) is None, other
