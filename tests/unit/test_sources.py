@@ -197,3 +197,19 @@ def test_url_patterns_run_in_linear_time_and_backtracking_ones_are_refused() -> 
         (problem,) = caught.value.problems
         assert f"source 'news-1': {field}: " in problem, problem
         assert "cannot run in linear time" in problem and "rewrite the pattern" in problem
+
+
+def test_sources_are_looked_up_by_id_in_the_file_and_in_a_copy_of_it() -> None:
+    parsed = parse_sources({"sources": [{"id": f"s{i}", "seeds": [f"http://h{i}.test/"]}
+                                        for i in range(50)]})
+    assert parsed.get("s37").seeds == ["http://h37.test/"]
+    assert parsed.has("s0") and not parsed.has("s50")
+    with pytest.raises(KeyError, match="no source 's50'"):
+        parsed.get("s50")
+    # a copy with other sources answers for those (the index is not carried over)
+    few = parsed.model_copy(update={"sources": parsed.sources[:2]})
+    assert few.has("s1") and not few.has("s37")
+    # the index is not part of what the file is
+    again = parse_sources({"sources": [{"id": f"s{i}", "seeds": [f"http://h{i}.test/"]}
+                                       for i in range(50)]})
+    assert again == parsed and "indexed" not in parsed.model_dump()

@@ -143,7 +143,7 @@ async def discover_staged(comps: Components, sources: SourcesFile, limit: int = 
     async with comps.pool.connection() as conn, conn.transaction():
         rows = await claim_undiscovered(conn, limit)
         for fetched_at, _id, source_id, url, final_url, ctype, body, task_id, codec in rows:
-            if source_id not in sources.ids or body is None:
+            if body is None or not sources.has(source_id):
                 continue
             source = sources.get(source_id)
             page = await comps.discovery.discover_page(source, final_url or url,

@@ -253,7 +253,7 @@ class OpsApp:
 
     async def source(self, request: web.Request) -> web.Response:
         sid = request.match_info["source_id"]
-        if sid not in self.sources.ids:
+        if not self.sources.has(sid):
             raise web.HTTPNotFound(text=f"no source {sid!r}")
         trace = await live.trace(self.redis, sid)
         rows = "".join(
