@@ -19,14 +19,7 @@ from typing import Annotated, Any, Literal
 import parsel
 import yaml
 from lxml import etree
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stratacrawl.errors import InvalidURL, SourcesError, clip
 from stratacrawl.urls import canonicalize
