@@ -407,14 +407,14 @@ class SourcesFile(BaseModel):
     def _index(self) -> dict[str, Source]:
         """Sources by id, built at the first lookup (a cleaner looks up every page's source,
         a fetch worker every source it claims for, and files hold thousands)."""
-        listed, by_id = self.indexed
+        listed, by_id = self._indexed
         if listed is not self.sources:   # a copy given other sources: index those
-            del self.__dict__["indexed"]
-            listed, by_id = self.indexed
+            del self.__dict__["_indexed"]
+            listed, by_id = self._indexed
         return by_id
 
     @functools.cached_property
-    def indexed(self) -> tuple[list[Source], dict[str, Source]]:
+    def _indexed(self) -> tuple[list[Source], dict[str, Source]]:
         # (in the instance's __dict__, read as a plain attribute: a pydantic private
         # attribute costs ~4 us a read; equality compares the fields only)
         return self.sources, {s.id: s for s in self.sources}

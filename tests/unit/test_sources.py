@@ -212,4 +212,4 @@ def test_sources_are_looked_up_by_id_in_the_file_and_in_a_copy_of_it() -> None:
     # the index is not part of what the file is
     again = parse_sources({"sources": [{"id": f"s{i}", "seeds": [f"http://h{i}.test/"]}
                                        for i in range(50)]})
-    assert again == parsed and "indexed" not in parsed.model_dump()
+    assert again == parsed and "_indexed" not in parsed.model_dump()
