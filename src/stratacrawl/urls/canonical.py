@@ -212,8 +212,10 @@ def _joined_as_is(base: str, href: str) -> str | None:
     """``urljoin(base, href)`` for a link of the shapes of ``_AS_IS`` on an http(s)
     page, or None for any other (``urljoin`` answers those)."""
     m = _AS_IS.fullmatch(href)
-    origin = _origin(base) if m is not None else None
-    if origin is None or m is None:
+    if m is None:
+        return None
+    origin = _origin(base)
+    if origin is None:
         return None
     if m["scheme"] is not None:
         return href   # absolute: urljoin would give it back as it is
