@@ -175,6 +175,25 @@ def _runs(api: str, messages: bool = False) -> list[Any]:
     return [(deps.get(r["deployment_id"], "?"), r["state_type"]) for r in runs]
 
 
+def _fetch_runs_quiet(api: str, deployment_id: str) -> None:
+    """Pause the fetch deployment's schedule (its scheduled runs are deleted) and wait
+    for its runs under way to end; a run created by hand still runs."""
+    resp = httpx.post(f"{api}/deployments/{deployment_id}/pause_deployment", timeout=10)
+    assert resp.status_code < 300, resp.text
+    deadline = time.monotonic() + 240
+    going: list = []
+    while time.monotonic() < deadline:
+        runs = httpx.post(f"{api}/flow_runs/filter", json={
+            "deployments": {"id": {"any_": [deployment_id]}},
+            "flow_runs": {"state": {"type": {"any_": ["SCHEDULED", "PENDING", "RUNNING"]}}}},
+            timeout=10).json()
+        going = [(r["name"], r["state_type"]) for r in runs]
+        if not going:
+            return
+        time.sleep(2)
+    raise AssertionError(f"fetch runs still going 240 s after the pause: {going}")
+
+
 def _failed(runs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Runs that failed or crashed. A validation run may fail by design here: the hourly
     one (at :15) gates a source-day the demo has not cleaned records of yet."""
@@ -232,6 +251,13 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         # 5xx; the next fetch run fails naming it, the monitor fires P1 success_rate, the
         # automation posts it to the webhook and the ops page shows the source alerting.
         broken = doc["sources"][0]["id"]
+        deps = {d["name"]: d["id"] for d in httpx.post(f"{api}/deployments/filter", json={},
+                                                       timeout=10).json()}
+        # A fetch run already going when the source breaks has its successes of before the
+        # break in its rate and may rightly end Completed (and the broken pages then wait
+        # out their retry delay): the fetch schedule is paused and the runs going let end,
+        # so the run started below is the first to meet the source broken.
+        _fetch_runs_quiet(api, deps["fetch"])
         t0 = time.monotonic()
         brk = cli("sim", "break", broken, "--errors", "1.0", env=env, cwd=tmp_path)
         assert brk.returncode == 0 and f"{broken}: broken" in brk.stdout, brk.stdout + brk.stderr
@@ -240,10 +266,8 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
         # work of it due now, as the operations guide says.
         sub = cli("submit", *doc["sources"][0]["seeds"], "--source", broken, env=env, cwd=tmp_path)
         assert sub.returncode == 0, sub.stdout + sub.stderr
-        # The fetch run that meets it fails, naming it (a run started now, or a scheduled
-        # one beside it that holds the source's lease), then a monitor run fires the alert.
-        deps = {d["name"]: d["id"] for d in httpx.post(f"{api}/deployments/filter", json={},
-                                                       timeout=10).json()}
+        # The fetch run started now meets it and fails, naming it; then a monitor run fires
+        # the alert.
         _start_run(api, deps["fetch"])
         failed = None
         while failed is None and time.monotonic() - t0 < 150:
@@ -252,6 +276,9 @@ def test_up_demo_runs_green_and_a_fired_alert_reaches_the_webhook(tmp_path: Path
             time.sleep(2)
         assert failed is not None, _runs(api, messages=True)
         assert "1 of 2 source(s) failed" in failed, failed
+        # the scheduled fetches go on meeting it as its lists come due
+        resp = httpx.post(f"{api}/deployments/{deps['fetch']}/resume_deployment", timeout=10)
+        assert resp.status_code < 300, resp.text
         assert _wait_for_run(api, _start_run(api, deps["monitor"])["id"], 150) == "COMPLETED"
         # (With no hold, as here, the scheduled runs going on beside these may fire other
         # alerts of a moment first: the one wanted is looked for among all received.)
