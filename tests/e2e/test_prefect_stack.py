@@ -175,6 +175,13 @@ def _runs(api: str, messages: bool = False) -> list[Any]:
     return [(deps.get(r["deployment_id"], "?"), r["state_type"]) for r in runs]
 
 
+def _runs_of(api: str, deployment_id: str, *states: str) -> list[dict]:
+    """The deployment's runs whose state type is one of ``states``."""
+    return list(httpx.post(f"{api}/flow_runs/filter", json={
+        "deployments": {"id": {"any_": [deployment_id]}},
+        "flow_runs": {"state": {"type": {"any_": list(states)}}}}, timeout=10).json())
+
+
 def _fetch_runs_quiet(api: str, deployment_id: str) -> None:
     """Pause the fetch deployment's schedule (its scheduled runs are deleted) and wait
     for its runs under way to end; a run created by hand still runs."""
@@ -183,11 +190,8 @@ def _fetch_runs_quiet(api: str, deployment_id: str) -> None:
     deadline = time.monotonic() + 240
     going: list = []
     while time.monotonic() < deadline:
-        runs = httpx.post(f"{api}/flow_runs/filter", json={
-            "deployments": {"id": {"any_": [deployment_id]}},
-            "flow_runs": {"state": {"type": {"any_": ["SCHEDULED", "PENDING", "RUNNING"]}}}},
-            timeout=10).json()
-        going = [(r["name"], r["state_type"]) for r in runs]
+        going = [(r["name"], r["state_type"])
+                 for r in _runs_of(api, deployment_id, "SCHEDULED", "PENDING", "RUNNING")]
         if not going:
             return
         time.sleep(2)
@@ -386,9 +390,7 @@ def _slots_match_live_runs(api: str, deployment_id: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         dep = httpx.get(f"{api}/deployments/{deployment_id}", timeout=10).json()
-        live = httpx.post(f"{api}/flow_runs/filter", json={
-            "flow_runs": {"state": {"type": {"any_": ["PENDING", "RUNNING"]}}},
-            "deployments": {"id": {"any_": [deployment_id]}}}, timeout=10).json()
+        live = _runs_of(api, deployment_id, "PENDING", "RUNNING")
         held = dep["global_concurrency_limit"]["active_slots"]
         if held == len(live):
             return
