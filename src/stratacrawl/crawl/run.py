@@ -25,7 +25,8 @@ from stratacrawl.crawl.steps import (
     drain_spool,
     evict_safe,
     mine_url_rules,
-    seed,
+    seed_sitemaps,
+    seed_tasks,
 )
 from stratacrawl.fetch.leases import keep_leases
 from stratacrawl.frontier.discovery import DiscoveryStats
@@ -66,6 +67,7 @@ class CrawlRun:
         # One discovery at a time in this process: the idle check must not look at the
         # ledger while the loop holds list pages locked and their links are not yet tasks.
         self.discovering = asyncio.Lock()
+        self.sitemaps: asyncio.Task[None] | None = None   # see ``read_sitemaps``
         now = time.monotonic()
         self._demote_every = comps.runtime.settings.demote_every_s
         self._landed_awaiting = 0   # the writer's count of pages it landed undiscovered
@@ -104,6 +106,31 @@ class CrawlRun:
             return True
         return self._due("others", OTHERS_EVERY_S)
 
+    def read_sitemaps(self, on_queued: Callable[[str], None]) -> None:
+        """Queue the sitemaps the sources' robots.txt name, beside the fetching: a source
+        whose robots.txt answers slowly holds up no other source's first pages (each is
+        fetched once its own robots.txt is in), and the crawl is not idle until they are
+        queued (``on_queued``: told each source that has some). A tier away leaves them
+        to the next crawl's seeding."""
+        async def read() -> None:
+            try:
+                self.report.discovery.merge(
+                    await seed_sitemaps(self.comps, self.sources, on_queued))
+            except AWAY as e:
+                log.warning("crawl: sitemaps not read (%r); the next seeding reads them", e)
+
+        self.sitemaps = asyncio.create_task(read())
+
+    async def sitemaps_done(self) -> None:
+        """The sitemaps' reading ended: awaited after an idle end (it is over by then),
+        cancelled after a stop or the time limit; an error it raised, raised here."""
+        if self.sitemaps is None:
+            return
+        if not self.sitemaps.done():
+            self.sitemaps.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.sitemaps
+
     async def discover_loop(self, stop: asyncio.Event) -> None:
         spool = self.comps.spool
         while not stop.is_set():
@@ -123,7 +150,7 @@ class CrawlRun:
             except AWAY as e:  # a tier away (the writer spools): soon again
                 log.warning("crawl: discovery paused (%r)", e)
                 self._next["others"] = 0.0   # staging is read again on the next pass
-                await asyncio.sleep(1.0)
+                await _nap(stop, 1.0)
                 continue
             self.report.discovery.merge(found)
             if self.progress:
@@ -131,12 +158,14 @@ class CrawlRun:
             if found.links:
                 self._next["others"] = 0.0   # more may wait behind them
             else:
-                await asyncio.sleep(POLL_S)
+                await _nap(stop, POLL_S)
 
     async def idle(self) -> bool:
         """Whether nothing is left for this crawl: all landed, discovered, and nothing due
         within ``IDLE_HORIZON`` (nor leased to another live run)."""
         comps, sources = self.comps, self.sources
+        if self.sitemaps is not None and not self.sitemaps.done():
+            return False   # robots.txt still to answer: its sitemaps are work of this crawl
         await self.writer.flush()
         if self.writer.degraded or comps.spool.pending():
             return False  # what is spooled still has to land
@@ -176,6 +205,13 @@ class CrawlRun:
         self.report.demoted += await demote_at_end(comps)
 
 
+async def _nap(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile: the crawl's end waits for
+    this loop, and a plain sleep kept it up to a poll longer after its last page."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
 async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = True,
                 seconds: float | None = None, worker_id: str | None = None,
                 progress: Callable[[CrawlReport], None] | None = None,
@@ -203,8 +239,9 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
         report.latency = worker.latency
         report.in_flight = worker.slots.held
         report.writer = writer.stats
-        report.discovery.merge(await seed(comps, sources))
+        report.discovery.merge(await seed_tasks(comps, sources))
         run = CrawlRun(comps, sources, writer, run_id, report, progress)
+        run.read_sitemaps(on_queued=worker.new_work)
         done = asyncio.Event()   # the fetching is over: the loops beside it end
         discoverer = asyncio.create_task(run.discover_loop(done))
         leases = asyncio.create_task(keep_leases(comps.frontier, comps.upkeep_stores, run_id,
@@ -217,6 +254,7 @@ async def crawl(comps: Components, sources: SourcesFile, *, until_idle: bool = T
                              stop=stop)
         finally:
             done.set()
+            await run.sitemaps_done()
             await discoverer
             await leases
             if exporter is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from stratacrawl.cold.staging import claim_undiscovered, decode_body, mark_discovered
@@ -85,18 +86,40 @@ SEED_CONCURRENCY = 128  # sources seeded at once (robots.txt + seeds: one host e
 
 
 async def seed(comps: Components, sources: SourcesFile) -> DiscoveryStats:
-    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued.
+    """Seeds into the ledger, lists due again re-armed, sitemaps named in robots.txt queued
+    (:func:`seed_tasks`, then :func:`seed_sitemaps`)."""
+    stats = await seed_tasks(comps, sources)
+    stats.merge(await seed_sitemaps(comps, sources))
+    return stats
 
-    Sources are seeded side by side: each one may wait on a slow robots.txt.
-    """
+
+async def seed_tasks(comps: Components, sources: SourcesFile) -> DiscoveryStats:
+    """The sources' seeds into the ledger (once) and their lists due again re-armed: no
+    request, so a crawl can start fetching at once."""
     stats = DiscoveryStats()
     gate = asyncio.Semaphore(SEED_CONCURRENCY)
 
     async def one(source: Source) -> None:
         async with gate:
             stats.merge(await comps.discovery.seed(source))
-            if not source.sitemaps:
-                return
+
+    await asyncio.gather(*(one(s) for s in sources.sources))
+    return stats
+
+
+async def seed_sitemaps(comps: Components, sources: SourcesFile,
+                        on_queued: Callable[[str], None] | None = None) -> DiscoveryStats:
+    """The sitemaps each source's robots.txt names, queued (``on_queued``: told the
+    source's id when it queued some). Sources are read side by side: each one may wait on
+    a slow robots.txt (a crawl runs this beside its fetching, so a slow one holds up no
+    source's first page)."""
+    stats = DiscoveryStats()
+    gate = asyncio.Semaphore(SEED_CONCURRENCY)
+
+    async def one(source: Source) -> None:
+        if not source.sitemaps:
+            return
+        async with gate:
             sitemaps: list[NewTask] = []
             named: set[str] = set()
 
@@ -122,7 +145,10 @@ async def seed(comps: Components, sources: SourcesFile) -> DiscoveryStats:
                                             "sitemap", source.priority))
                 except InvalidURL as e:
                     stats.dropped[e.reason] += 1
-            stats.queued += await comps.frontier.add(sitemaps)
+            queued = await comps.frontier.add(sitemaps)
+            stats.queued += queued
+            if queued and on_queued is not None:
+                on_queued(source.id)
 
     await asyncio.gather(*(one(s) for s in sources.sources))
     return stats

@@ -78,13 +78,27 @@ class RobotsCache:
         self.redis = redis
         self.get_text = get_text
         self._parsed: dict[str, tuple[float, Protego | None, bool]] = {}
+        # One load of an origin at a time in this process: a crawl's sitemap reading and
+        # its first fetch of the same site ask at once, and robots.txt is fetched once.
+        self._loading: dict[str, asyncio.Lock] = {}
+
+    def _fresh(self, org: str) -> tuple[Protego | None, bool] | None:
+        hit = self._parsed.get(org)
+        return (hit[1], hit[2]) if hit and hit[0] > time.monotonic() else None
 
     async def _load(self, org: str, before_fetch: Callable[[], Awaitable[object]] | None,
                     allow_private: bool) -> tuple[Protego | None, bool]:
+        if (hit := self._fresh(org)) is not None:
+            return hit
+        lock = self._loading.setdefault(org, asyncio.Lock())
+        async with lock:   # another caller may have loaded it meanwhile
+            if (hit := self._fresh(org)) is not None:
+                return hit
+            return await self._read(org, before_fetch, allow_private)
+
+    async def _read(self, org: str, before_fetch: Callable[[], Awaitable[object]] | None,
+                    allow_private: bool) -> tuple[Protego | None, bool]:
         now = time.monotonic()
-        hit = self._parsed.get(org)
-        if hit and hit[0] > now:
-            return hit[1], hit[2]
         body = await caches.robots_text(self.redis, org)
         if body is None:
             try:

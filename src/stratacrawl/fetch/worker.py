@@ -211,6 +211,12 @@ class FetchWorker:
             self.active[task] = source.id
         return len(claimed)
 
+    def new_work(self, source_id: str) -> None:
+        """Work of the source queued outside this worker (the sitemaps its robots.txt
+        names): claimed now, not once the batch it runs ends."""
+        self.claims.new_work(source_id)
+        self._wake.set()
+
     def _batch_done(self, task: asyncio.Task[None]) -> None:
         self._finished.append(task)
         self._wake.set()

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from stratacrawl.crawl import crawl
 from stratacrawl.monitor.web import OpsApp
 from stratacrawl.sim import Behaviour, SimulatorThread
 from stratacrawl.sim.spec import SourceSpec
+from stratacrawl.sources import parse_sources
 from stratacrawl.wiring import Components
 from tests.support.hosts import hosts
 from tests.support.sites import (
     crawl_every_item,
+    serving,
     small_site,
     sources_for,
     staged_items,
@@ -204,3 +208,51 @@ async def test_a_fetch_changes_its_task_state_twice(comps: Components, site) -> 
             "GROUP BY path")).fetchall()
     assert paths == [("PENDING>LEASED LEASED>SUCCEEDED", paths[0][1])], paths
     assert paths[0][1] > 100
+
+
+async def test_a_slow_robots_txt_holds_up_no_other_source_and_is_fetched_once(
+        comps: Components) -> None:
+    """A crawl reads the sitemaps robots.txt names beside its fetching: one site's slow
+    robots.txt does not hold back another site's first pages; a site's robots.txt is
+    fetched once though its sitemap reading and its first fetch both ask for it; and the
+    crawl still ends only after the slow site's sitemap and the items it names."""
+    seen: list[tuple[str, str, float]] = []   # (site, path, when answered)
+
+    def site(name: str, robots_delay: float) -> web.Application:
+        async def robots(request: web.Request) -> web.Response:
+            await asyncio.sleep(robots_delay)
+            seen.append((name, request.path, time.monotonic()))
+            return web.Response(text=f"User-agent: *\nAllow: /\nSitemap: {request.url.origin()}"
+                                     "/sitemap.xml\n")
+
+        async def page(request: web.Request) -> web.Response:
+            seen.append((name, request.path, time.monotonic()))
+            if request.path == "/sitemap.xml":
+                return web.Response(content_type="application/xml", text=(
+                    '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                    + "".join(f"<url><loc>{request.url.origin()}/item/s{i}</loc></url>"
+                              for i in range(3)) + "</urlset>"))
+            links = "".join(f'<a href="/item/{i}">{i}</a>' for i in range(3))
+            return web.Response(content_type="text/html",
+                                text=f"<html><title>{request.path}</title>{links}</html>")
+
+        app = web.Application()
+        app.router.add_get("/robots.txt", robots)
+        app.router.add_get("/{tail:.*}", page)
+        return app
+
+    async with serving(site("slow", 2.0)) as slow, serving(site("quick", 0.0)) as quick:
+        sources = parse_sources({"sources": [
+            {"id": name, "seeds": [f"{base}/"], "allow": [f"^{base}/"],
+             "items": [f"^{base}/item/"], "rate": 100.0, "robots": "obey",
+             "allow_private_networks": True}
+            for name, base in (("slow", slow), ("quick", quick))]})
+        report = await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.2)
+    answered = {(name, path): when for name, path, when in seen}
+    robots_of = [(name, path) for name, path, _ in seen if path == "/robots.txt"]
+    assert sorted(robots_of) == [("quick", "/robots.txt"), ("slow", "/robots.txt")]
+    # The quick site's items were fetched while the slow robots.txt was still coming.
+    assert answered[("quick", "/item/0")] < answered[("slow", "/robots.txt")]
+    # The slow site's sitemap was read, and the items only it names fetched.
+    assert {("slow", f"/item/s{i}") for i in range(3)} <= set(answered)
+    assert report.fetched == len(seen) - len(robots_of)
