@@ -87,6 +87,8 @@ class Claims:
         self._queued: Counter[str] = Counter()
         # by source: the running batch that took every task of it that was due
         self._took_all: dict[str, str] = {}
+        # by source: batches claimed whose lanes have not started yet (``starting``)
+        self._starting: Counter[str] = Counter()
         self._latency_ms: dict[str, float] = {}  # per source, a moving average of answers
 
     def answered(self, source_id: str, elapsed_ms: float) -> None:
@@ -103,6 +105,14 @@ class Claims:
     def hold_off(self, source_id: str, seconds: float) -> None:
         """No claim of the source for ``seconds`` (a Retry-After holds it)."""
         self._skip_until[source_id] = time.monotonic() + seconds
+
+    def starting(self, source_id: str, delta: int) -> None:
+        """A batch of the source claimed (+1) or its lanes started, or it ended before
+        (-1). No claim of the source meanwhile: the slots its lanes give up go to that
+        batch's lanes, and a claim in between took a batch more for each of them."""
+        self._starting[source_id] += delta
+        if self._starting[source_id] <= 0:
+            del self._starting[source_id]
 
     def batch_over(self, source_id: str, batch_id: str) -> None:
         """A batch ended: if it took all the source's due work, the source may have more."""
@@ -123,7 +133,7 @@ class Claims:
                 break
             source = self.sources.get(source_id)
             if self.slots.room(source) <= 0 or self._skip_until.get(source_id, 0) > now \
-                    or source_id in self._took_all:
+                    or source_id in self._took_all or source_id in self._starting:
                 continue
             wanted.append(source)
         gate = asyncio.Semaphore(CLAIMS_AT_ONCE)

@@ -1,7 +1,9 @@
 """One batch's lanes: each holds a slot of the source and fetches the batch's next task
 until none is left, then gives its slot up at once — a batch waiting on its slowest
-request holds one slot, not all of them. More lanes start while tasks wait and the source
-has free slots (looked at on start and then at most every ``GROW_EVERY_S``)."""
+request holds that request's slot, no other. More lanes start while tasks wait and the
+source has free slots: looked at on start, then at most every ``GROW_EVERY_S``, and
+whenever a slot of the source is given up (the worker lends it to a batch with tasks
+waiting before it claims more work with it)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ class Lanes:
         self.running: set[asyncio.Task[None]] = set()
         self.failed: list[Exception] = []
         self.grow_at = 0.0
+        self.own_slot_given_up = False   # see ``lane``
 
     async def run(self) -> None:
         self.running.add(asyncio.create_task(self.lane(self.holder)))
@@ -63,10 +66,18 @@ class Lanes:
         if self.failed:
             raise self.failed[0]
 
-    async def grow(self) -> None:
-        """More lanes while tasks wait and the source has free slots."""
-        wanted = min(len(self.todo), self.source.concurrency) - len(self.running)
-        if wanted <= 0 or time.monotonic() < self.grow_at:
+    def lanes_wanted(self) -> int:
+        """Lanes this batch could start now: tasks wait that no running lane will take
+        next (none once a lane failed or the worker stops)."""
+        if self.failed or self.owner.stopping:
+            return 0
+        return min(len(self.todo), self.source.concurrency) - len(self.running)
+
+    async def grow(self, now: bool = False) -> None:
+        """More lanes while tasks wait and the source has free slots (``now``: a slot of
+        the source was just freed, so without waiting for ``GROW_EVERY_S``)."""
+        wanted = self.lanes_wanted()
+        if wanted <= 0 or (not now and time.monotonic() < self.grow_at):
             return
         self.grow_at = time.monotonic() + GROW_EVERY_S
         for extra in await self.owner.more_slots(self.source, self.batch, wanted):
@@ -82,5 +93,9 @@ class Lanes:
         except Exception as e:  # the other lanes stop taking tasks; raised by run()
             self.failed.append(e)
         finally:
-            if holder != self.holder:   # (the batch's own slot: given back with the batch)
-                await owner.slot_done(self.source.id, holder)
+            # Every lane gives its slot up when it has nothing left, the batch's own one
+            # too: kept until the batch's slowest lane ended, it stood idle up to a
+            # request's time (the batch then does not give it back again).
+            if holder == self.holder:
+                self.own_slot_given_up = True
+            await owner.slot_done(self.source.id, holder)

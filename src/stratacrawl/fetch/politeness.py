@@ -88,8 +88,10 @@ class Politeness:
             wait = at - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-                early = at - time.monotonic()
-                if early > 0:   # a loop with millisecond timers (uvloop) may wake before it
+                # A loop with millisecond timers (uvloop) may wake before it, and again
+                # after the short sleep that follows (its clock is read once a turn of
+                # the loop): never sent early, however many wake-ups that takes.
+                while (early := at - time.monotonic()) > 0:
                     await asyncio.sleep(early + 0.001)
                 waited += wait
             if time.monotonic() - at <= tolerance:

@@ -95,6 +95,7 @@ class FetchWorker:
                              max_batches=max_batches)
         self.active: dict[asyncio.Task[None], str] = {}  # running batch → its source
         self._finished: list[asyncio.Task[None]] = []  # done, not yet collected by run()
+        self._lanes: dict[str, set[Lanes]] = {}   # by source: the lanes of its running batches
         self._wake = asyncio.Event()
 
     @property
@@ -122,6 +123,8 @@ class FetchWorker:
             holder = f"{self.run_id}:{batch.batch_id}"
             await self.slots.acquire(source, holder)
         fetched: Fetched = ([], [], {})
+        own_given_up = False   # the lane on the batch's own slot gave it up (fetch/lanes.py)
+        starting = True        # no lane yet: no claim of the source (Claims.starting)
         try:
             try:
                 batch.tasks = await self.set_aside(source, batch, self.record.of(source.id))
@@ -129,8 +132,17 @@ class FetchWorker:
                     return
                 client = await self.client_for(source)
                 validators = await self.hot_urls.get_many([t.url_hash for t in batch.tasks])
-                await Lanes(self, source, batch, client, holder,
-                            deque(zip(batch.tasks, validators, strict=True)), fetched).run()
+                lanes = Lanes(self, source, batch, client, holder,
+                              deque(zip(batch.tasks, validators, strict=True)), fetched)
+                running = self._lanes.setdefault(source.id, set())
+                running.add(lanes)
+                self.claims.starting(source.id, -1)
+                starting = False
+                try:
+                    await lanes.run()
+                finally:
+                    running.discard(lanes)
+                    own_given_up = lanes.own_slot_given_up
             except TIER_DOWN as e:  # our tier, not the site: what was fetched lands
                 self.outage.failed(e)
                 await self.record.hand_over(source, batch, fetched, "tier-unavailable")
@@ -140,8 +152,11 @@ class FetchWorker:
             else:
                 await self.record.hand_over(source, batch, fetched, "stopped")
         finally:
+            if starting:
+                self.claims.starting(source.id, -1)
             self.claims.batch_over(source.id, batch.batch_id)
-            await self.slots.release(source.id, holder)
+            if not own_given_up:
+                await self.slot_done(source.id, holder)
 
     # -- what the lanes ask (fetch/lanes.py) --------------------------------------------------
     async def more_slots(self, source: Source, batch: Batch, wanted: int) -> list[str]:
@@ -151,8 +166,18 @@ class FetchWorker:
                                      min(wanted, self.claims.allowance - self.slots.in_flight()))
 
     async def slot_done(self, source_id: str, holder: str) -> None:
-        """A lane's slot given up: a slot of this source is free, so claim more."""
+        """A lane's slot given up: first to a running batch of the source with tasks
+        waiting (a new lane of it), else a slot of this source is free, so claim more.
+        Claimed first, it ran a new batch's tasks one after the other on that slot while
+        the tasks of the batches before waited for theirs: the source's claimed work
+        piled up (~8 tasks a slot on sites answering in seconds), and a list page found
+        meanwhile waited behind all of it while slots of the source stood idle."""
         await self.slots.release(source_id, holder)
+        for lanes in list(self._lanes.get(source_id, ())):
+            if self.slots.room(self.sources.get(source_id)) <= 0:
+                break
+            if lanes.lanes_wanted() > 0:
+                await lanes.grow(now=True)
         self._wake.set()
 
     async def fetch_one(self, source: Source, client: SourceClient, task: ClaimedTask,
@@ -206,6 +231,7 @@ class FetchWorker:
         """Claim a batch for every source with room (``fetch/claims.py``) and start them."""
         claimed = await self.claims.next(paused=self.writer.degraded)
         for source, batch, holder in claimed:
+            self.claims.starting(source.id, +1)
             task = asyncio.create_task(self.run_batch(source, batch, holder))
             task.add_done_callback(self._batch_done)
             self.active[task] = source.id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -133,3 +134,45 @@ async def test_a_slot_no_lane_uses_goes_to_the_sources_next_batch(
     # over, not one slot a batch plus its lanes' (28 and more on the code before)
     assert sum(taken) <= 2 * CONCURRENCY + 2, taken
     assert await comps.redis.zcard(hot_keys.slots("slow")) == 0
+
+
+@pytest.mark.slow
+async def test_a_list_page_found_while_every_slot_is_busy_waits_about_one_batch(
+        comps: Components) -> None:
+    """A list page found while a slow source's slots are all busy with a pile of known
+    items is fetched after about one batch of them, not behind all of them: a batch is
+    sized to ~2 s of its source's answers, a slot a lane gives up goes first to a running
+    batch of the source with tasks waiting, and no claim of the source is made while one
+    of its batches has not started its lanes."""
+    answered: dict[str, float] = {}
+    asked: dict[str, float] = {}
+    pages = 4
+
+    async def page(request: web.Request) -> web.Response:
+        asked.setdefault(request.path, time.monotonic())
+        # every page: 0.1-0.5 s (lanes end at different times), 0.3 s on average
+        await asyncio.sleep(0.1 + sum(map(ord, request.path)) % 5 * 0.1)
+        n = int(request.path.rsplit("/", 1)[1]) if request.path.startswith("/list/") else 0
+        links = [f"/list/{n + 1}"] if n < pages else []
+        if request.path == "/":   # the start: many items known at once, as a sitemap gives
+            links += [f"/item/{i}" for i in range(240)]
+        links += [f"/item/{n}-{i}" for i in range(4)] if n else []
+        answered.setdefault(request.path, time.monotonic())
+        body = "".join(f'<a href="{href}">x</a>' for href in links)
+        return web.Response(text=f"<html><body>{body}</body></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", page)
+    async with serving(app) as base:
+        sources = parse_sources({"sources": [{
+            "id": "slow", "seeds": [f"{base}/"], "allow": [f"^{base}/"],
+            "follow": [r"/list/\d+$"], "items": [r"/item/"], "rate": 1000.0,
+            "concurrency": CONCURRENCY, "batch_size": 100, "robots": "ignore",
+            "allow_private_networks": True}]})
+        await crawl(comps, sources, until_idle=True, seconds=60, flush_s=0.2)
+    waits = {n: asked[f"/list/{n}"] - answered["/" if n == 1 else f"/list/{n - 1}"]
+             for n in range(1, pages + 1)}
+    assert len([p for p in asked if p.startswith("/item/")]) == 240 + 4 * pages
+    # A batch here is ~7 tasks a lane (2 s of 0.3 s answers), 28 in all: on 4 lanes it
+    # is done in ~2.1 s — the longest a list page may wait behind it, with some slack.
+    assert max(waits.values()) < 3.0, waits
