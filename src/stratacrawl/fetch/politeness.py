@@ -32,6 +32,7 @@ __all__ = ["SLOT_RENEW_S", "Politeness", "SourceHeld", "interval_for"]
 
 LATE_TOLERANCE_S = 0.02  # how late a turn may still be used (or half the interval if more)
 MAX_LATE_TURNS = 3
+EARLY_WAKES = 10   # sleeps at most to reach a turn a millisecond-timer loop wakes early for
 MIN_CUT_GAP_S = 1.0       # decreases at least this far apart (one burst, one decrease)
 HOLD_WAIT_S = 10.0        # a Retry-After hold this short is waited out; longer: tasks wait
 SLOT_TTL_S = 15.0         # a slot not renewed for this long is free again
@@ -90,8 +91,11 @@ class Politeness:
                 await asyncio.sleep(wait)
                 # A loop with millisecond timers (uvloop) may wake before it, and again
                 # after the short sleep that follows (its clock is read once a turn of
-                # the loop): never sent early, however many wake-ups that takes.
-                while (early := at - time.monotonic()) > 0:
+                # the loop): slept again each time, so the request is never sent early.
+                for _ in range(EARLY_WAKES):
+                    early = at - time.monotonic()
+                    if early <= 0:
+                        break
                     await asyncio.sleep(early + 0.001)
                 waited += wait
             if time.monotonic() - at <= tolerance:
