@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from stratacrawl.cold.staging import claim_undiscovered, decode_body, mark_discovered
@@ -97,13 +97,11 @@ async def seed_tasks(comps: Components, sources: SourcesFile) -> DiscoveryStats:
     """The sources' seeds into the ledger (once) and their lists due again re-armed: no
     request, so a crawl can start fetching at once."""
     stats = DiscoveryStats()
-    gate = asyncio.Semaphore(SEED_CONCURRENCY)
 
     async def one(source: Source) -> None:
-        async with gate:
-            stats.merge(await comps.discovery.seed(source))
+        stats.merge(await comps.discovery.seed(source))
 
-    await asyncio.gather(*(one(s) for s in sources.sources))
+    await _side_by_side(sources, one)
     return stats
 
 
@@ -114,12 +112,9 @@ async def seed_sitemaps(comps: Components, sources: SourcesFile,
     a slow robots.txt (a crawl runs this beside its fetching, so a slow one holds up no
     source's first page)."""
     stats = DiscoveryStats()
-    gate = asyncio.Semaphore(SEED_CONCURRENCY)
 
     async def one(source: Source) -> None:
-        if not source.sitemaps:
-            return
-        async with gate:
+        if source.sitemaps:
             sitemaps: list[NewTask] = []
             named: set[str] = set()
 
@@ -150,8 +145,20 @@ async def seed_sitemaps(comps: Components, sources: SourcesFile,
             if queued and on_queued is not None:
                 on_queued(source.id)
 
-    await asyncio.gather(*(one(s) for s in sources.sources))
+    await _side_by_side(sources, one)
     return stats
+
+
+async def _side_by_side(sources: SourcesFile,
+                        one: Callable[[Source], Awaitable[None]]) -> None:
+    """``one`` for every source, ``SEED_CONCURRENCY`` sources at a time."""
+    gate = asyncio.Semaphore(SEED_CONCURRENCY)
+
+    async def gated(source: Source) -> None:
+        async with gate:
+            await one(source)
+
+    await asyncio.gather(*(gated(s) for s in sources.sources))
 
 
 async def discover_staged(comps: Components, sources: SourcesFile, limit: int = 200,

@@ -173,8 +173,9 @@ class FetchWorker:
         piled up (~8 tasks a slot on sites answering in seconds), and a list page found
         meanwhile waited behind all of it while slots of the source stood idle."""
         await self.slots.release(source_id, holder)
+        source = self.sources.get(source_id)
         for lanes in list(self._lanes.get(source_id, ())):
-            if self.slots.room(self.sources.get(source_id)) <= 0:
+            if self.slots.room(source) <= 0:
                 break
             if lanes.lanes_wanted() > 0:
                 await lanes.grow(now=True)
@@ -207,8 +208,7 @@ class FetchWorker:
             if page is not None:
                 news[task.id] = page.news
                 if page.queued or page.requeued:  # new work: claim it now, not in 1 s
-                    self.claims.new_work(source.id)
-                    self._wake.set()
+                    self.new_work(source.id)
         item = self.record.staged(task, result, source, content_hash, same,
                             discovered=page is not None)  # compressed from here
         results.append((task, result))  # together: a cancelled batch lands what it holds
@@ -238,8 +238,8 @@ class FetchWorker:
         return len(claimed)
 
     def new_work(self, source_id: str) -> None:
-        """Work of the source queued outside this worker (the sitemaps its robots.txt
-        names): claimed now, not once the batch it runs ends."""
+        """Work of the source queued (by a list page's links, or outside this worker: the
+        sitemaps its robots.txt names): claimed now, not once the batch it runs ends."""
         self.claims.new_work(source_id)
         self._wake.set()
 
