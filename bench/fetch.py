@@ -14,6 +14,9 @@ acknowledgements) against a plain COPY of the same rows into an unindexed table.
 into a table with staging's own indexes, constraints and day partitions (``LIKE staging
 INCLUDING ALL``): what landing pages costs beyond the indexes staging must keep — the
 ledger outcomes, URL state and warm outbox in the same transaction, the acknowledgements.
+Beside it, the same landing one flush at a time, step by step (the pages' COPY, the
+outcomes' COPY, the outcome statement, the commit; ms per 1,000 rows), and the ratio
+that one stream could reach with a client that cost nothing (``one_stream_ceiling``).
 ``fetch_worker_rss_mb``: peak RSS of a ``stratacrawl crawl`` process over a 5-minute crawl
 with 1 % of item pages 1-5 MB.
 """
@@ -41,6 +44,7 @@ from stratacrawl.cold.staging import (
     StagedFetch,
     copy_encoded_json,
     ensure_partitions,
+    land,
     make_row,
 )
 from stratacrawl.cold.tasks import NewTask, TaskState
@@ -119,7 +123,8 @@ def _rows(n: int, tasks: list[Any]) -> list[StagedFetch]:
         status=200, body_bytes=len(body)) for t in tasks[:n]]
 
 
-async def _staging(rt: Any, n: int) -> tuple[float, float, float, float]:
+async def _staging(rt: Any, n: int
+                   ) -> tuple[float, float, float, float, dict[str, float]]:
     async with bench_components(rt) as c:
         tasks = [NewTask("s", f"http://s.example/{i}", f"{i:032x}") for i in range(n)]
         for i in range(0, n, 50_000):
@@ -151,7 +156,31 @@ async def _staging(rt: Any, n: int) -> tuple[float, float, float, float]:
             plain = [await _copy(conn, "staging_copy", items) for _ in range(3)]
             indexed = [await _copy(conn, "staging_indexed", items) for _ in range(3)]
         # each baseline is a fraction of a second: the median of three copies
-        return ours, statistics.median(plain), statistics.median(indexed), per_flush
+        steps = await _one_stream(c, n)
+        return ours, statistics.median(plain), statistics.median(indexed), per_flush, steps
+
+
+async def _one_stream(c: Any, n: int) -> dict[str, float]:
+    """Seconds per 1,000 rows of each step of landing ``n`` more rows one flush at a time
+    (``land`` straight, no writer: no hot-tier acknowledgement, nothing else running):
+    the page COPY, the outcomes' COPY, the outcome statement, the commit."""
+    tasks = [NewTask("t", f"http://t.example/{i}", f"{i + n:032x}") for i in range(n)]
+    for i in range(0, n, 50_000):
+        await c.frontier.add(tasks[i:i + 50_000])
+    claimed = []
+    while batch := await c.ledger.claim_direct("t", 10_000, "bench", _lease()):
+        claimed += batch
+    items = _rows(n, claimed)
+    await _analyze(c)
+    steps: dict[str, float] = {"commit": 0.0}
+    for k in range(0, n, ROWS_PER_TRANSACTION):
+        async with c.pool.connection() as conn:
+            async with conn.transaction():
+                await land(conn, "bench", items[k:k + ROWS_PER_TRANSACTION],
+                           idempotent=False, steps=steps)
+                t0 = time.perf_counter()
+            steps["commit"] += time.perf_counter() - t0
+    return {name: seconds / n * 1000 for name, seconds in steps.items()}
 
 
 async def _copy(conn: Any, table: str, items: list[StagedFetch]) -> float:
@@ -234,7 +263,7 @@ def run(size: Size = "full") -> Iterator[Figure]:
         ceiling = aiohttp_ceiling(urls, seconds=sized(size, smoke=1.0, quick=8.0, full=8.0))
     with bench_runtime("staging") as rt:
         rows = sized(size, smoke=2_000, quick=20_000, full=100_000)
-        ours, plain, indexed, per_flush = uvloop.run(_staging(rt, rows))
+        ours, plain, indexed, per_flush, steps = uvloop.run(_staging(rt, rows))
         flushes = rt.settings.staging_flushes
     rss, rss_pages, rss_seconds, _ = _worker_rss(
         sized(size, smoke=4.0, quick=40.0, full=RSS_SECONDS),
@@ -249,11 +278,18 @@ def run(size: Size = "full") -> Iterator[Figure]:
                  extra={"flush_rows": ROWS_PER_TRANSACTION,
                         "rows_per_transaction": round(per_flush),
                         "flushes_at_once": flushes})
+    reference_s = 1000 / indexed   # the indexed COPY's seconds per 1,000 rows
     yield Figure("fetch", "staging_indexed_copy_ratio", ours / indexed, "x", None, None,
                  extra={"staging_rows_per_s": round(ours), "indexed_copy_rows_per_s":
                         round(indexed), "unindexed_copy_rows_per_s": round(plain),
                         "reference": "binary COPY of the same rows into a table with staging's "
-                                    "own indexes, constraints and day partitions"})
+                                    "own indexes, constraints and day partitions",
+                        "one_stream_ms_per_1000_rows": {
+                            k: round(v * 1000, 2) for k, v in steps.items()},
+                        "indexed_copy_ms_per_1000_rows": round(reference_s * 1000, 2),
+                        # the ratio one stream reaches with a free client and no acks
+                        "one_stream_ceiling": round(reference_s / sum(steps.values()), 3),
+                        "outcomes_vs_reference": round(steps["outcomes"] / reference_s, 2)})
     yield Figure("fetch", "fetch_worker_rss_mb", rss, "MB", None, None,
                  extra={"pages_staged": rss_pages, "seconds": round(rss_seconds, 1),
                         "oversized_rate": OVERSIZED_RATE, "process": "stratacrawl crawl"})

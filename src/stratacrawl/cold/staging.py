@@ -8,6 +8,7 @@ outage) call the same ``land`` with ``idempotent`` set for replays.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -197,8 +198,22 @@ async def _copy(cur: AsyncCursor[Any], table: str, columns: Sequence[str],
             await copy.write_row(row)
 
 
+class _StepClock:
+    """Seconds since the last lap, added to ``steps[name]`` (nothing if no ``steps``)."""
+
+    def __init__(self, steps: dict[str, float] | None) -> None:
+        self.steps = steps
+        self.t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        if self.steps is not None:
+            now = time.perf_counter()
+            self.steps[name] = self.steps.get(name, 0.0) + now - self.t
+            self.t = now
+
+
 async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
-               *, idempotent: bool) -> int:
+               *, idempotent: bool, steps: dict[str, float] | None = None) -> int:
     """Apply the outcomes, land the rows and update URL state (queued for warm), in the
     caller's transaction; returns the rows staged.
 
@@ -214,7 +229,9 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
 
     Everything goes to the server as binary COPYs and one statement: sending the outcomes
     and URL state as arrays cost the client ~3x as much (psycopg dumps list parameters
-    element by element in Python).
+    element by element in Python). ``steps``, if given, adds each step's seconds under
+    ``pages`` (the COPY of the pages), ``landing`` (the COPY of the outcomes and URL
+    facts) and ``outcomes`` (the statement applying them): what a benchmark reports.
     """
     if not items:
         return 0
@@ -222,14 +239,18 @@ async def land(conn: AsyncConnection, owner: str, items: Sequence[StagedFetch],
     await conn.execute(_LANDING_DDL)
     if idempotent:
         await conn.execute(_REPLAYED_DDL)
+    clock = _StepClock(steps)
     async with conn.cursor() as cur:
         copy_encoded_json(cur)
         if rows:
             await _copy(cur, "replayed" if idempotent else "staging", COLUMNS, TYPES, rows)
+        clock.lap("pages")
         await _copy(cur, "landing", LANDING_COLUMNS, LANDING_TYPES,
                     [_landing_row(i) for i in items])
+        clock.lap("landing")
         await cur.execute(_LAND_REPLAYED if idempotent else _LAND_COPIED, (owner, owner))
         row = await cur.fetchone()
+        clock.lap("outcomes")
     inserted, failed, keys, ats = (int(row[0]), list(row[1]), list(row[2]), list(row[3])) \
         if row else (0, [], [], [])
     if keys and not idempotent:

@@ -62,6 +62,8 @@ def test_peers_on_noisy_sites_reports_the_latency_bound(tier_endpoints: Endpoint
     assert wall["bound_s"] > 0 and set(wall["of_bound"]) == {"stratacrawl", "scrapy"}
     # Both crawlers fetched every page of the two slow sites (~20 items each).
     assert all(r["pages"] >= 40 for rs in wall["runs"].values() for r in rs), wall["runs"]
+    # What the crawl left to the demotion deployment was indexed after it and counted.
+    assert all(r["demoted_after_exit"] >= 0 for r in wall["runs"]["stratacrawl"]), wall["runs"]
 
 
 def test_a_benchmark_without_noisy_sites_refuses_noise() -> None:
