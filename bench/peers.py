@@ -47,12 +47,10 @@ from typing import Any
 import uvloop
 
 from bench.figure import Figure, Size, sized
-from bench.servers import bench_components, bench_runtime
+from bench.servers import bench_runtime
 from bench.site import simulated_site
-from stratacrawl.loadtest.cpu import ServerCPU
+from stratacrawl.loadtest.cpu import ServerCPU, demote_the_rest
 from stratacrawl.monitor.histogram import LatencyHistogram
-from stratacrawl.tiers.demotion import demote
-from stratacrawl.wiring import Runtime
 
 FIGURES = ("peer_wall_ratio", "peer_cpu_ratio", "list_hop_ms_p50")
 
@@ -96,33 +94,15 @@ def _stratacrawl(round_: int, folder: Path, sources_yaml: Path) -> dict[str, Any
             [sys.executable, "-m", "stratacrawl", "crawl", "--sources", str(sources_yaml),
              "--until-idle", "--json", "--worker-id", f"peer-{round_}"],
             rt.child_env(folder / f"state-{round_}"), log)
+        rest = uvloop.run(demote_the_rest(rt))   # see "Per crawler" above
         spent = ServerCPU.spent(before, servers.read())
-        left, client_cpu, servers_cpu = uvloop.run(_demote_the_rest(rt, servers))
     report = json.loads(log.read_text().strip().splitlines()[-1])
     hops = LatencyHistogram.from_json(report.get("list_hops") or {})
-    return {"seconds": seconds, "pages": int(report["fetched"]), "cpu_s": cpu + client_cpu,
-            "servers_cpu_s": {k: v + servers_cpu.get(k, 0.0) for k, v in spent.items()},
-            "peak_rss_mb": rss, "demoted_after_exit": left,
+    return {"seconds": seconds, "pages": int(report["fetched"]),
+            "cpu_s": cpu + rest.client_cpu_s, "servers_cpu_s": spent, "peak_rss_mb": rss,
+            "demoted_after_exit": rest.rows,
             "list_hop_ms_p50": hops.quantile_ms(0.5), "list_hop_ms_p99": hops.quantile_ms(0.99),
             "list_pages_hopped": hops.count, "tail_s": report.get("tail_s")}
-
-
-async def _demote_the_rest(rt: Runtime, servers: ServerCPU
-                           ) -> tuple[int, float, dict[str, float]]:
-    """A crawl demotes what it committed to warm within ``end_demotion_s`` and leaves the
-    rest to the ``demotion`` deployment: that rest is indexed here, after the crawl's
-    clock, and its CPU — this process's share (the demotion's client side; the start-up
-    a deployment's process would add is not counted) and the servers' — is the crawl's
-    too, so the CPU per page is all the work its pages cost.
-    (rows demoted here, client CPU-s, servers' CPU-s)."""
-    async with bench_components(rt) as c:
-        before, cpu = servers.read(), time.process_time()
-        stats = await demote(c.pool, c.warm)
-        client = time.process_time() - cpu
-        spent = ServerCPU.spent(before, servers.read())
-    if stats.error:
-        raise RuntimeError(f"demotion after the crawl failed: {stats.error}")
-    return stats.rows, client, spent
 
 
 def _scrapy(round_: int, folder: Path, sources_yaml: Path) -> dict[str, Any]:

@@ -10,14 +10,19 @@ before is everything the server did in between. Servers on other hosts read as a
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import psutil
 from psycopg.conninfo import conninfo_to_dict
 
 from stratacrawl.services import Endpoints
+
+if TYPE_CHECKING:
+    from stratacrawl.wiring import Runtime
 
 
 def listener(port: int | str) -> psutil.Process | None:
@@ -91,3 +96,29 @@ class ServerCPU:
     @staticmethod
     def spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
         return {k: max(0.0, after[k] - before.get(k, 0.0)) for k in after}
+
+
+@dataclass
+class DemotionRest:
+    """The warm indexing a run's crawls left to the ``demotion`` deployment, done at once."""
+
+    rows: int              # URL states indexed (two warm documents each)
+    client_cpu_s: float    # this process's CPU for it (the servers' is in their reading)
+
+
+async def demote_the_rest(rt: Runtime) -> DemotionRest:
+    """Demote every committed fetch not yet in warm, in this process, and what it cost
+    this process. A crawl demotes within ``end_demotion_s`` at its end and leaves the rest
+    to the ``demotion`` deployment: a run that reports the CPU its pages cost counts that
+    rest too (read the servers' CPU around this call). Run after the run's clock: it is
+    deferred work, not the crawl's; no process start-up is counted for it."""
+    from stratacrawl.tiers.demotion import demote
+    from stratacrawl.wiring import open_components
+
+    async with open_components(rt) as c:   # the tiers are prepared: the run used them
+        cpu = time.process_time()
+        stats = await demote(c.pool, c.warm)
+        client = time.process_time() - cpu
+    if stats.error:
+        raise RuntimeError(f"demotion after the run failed: {stats.error}")
+    return DemotionRest(stats.rows, client)

@@ -22,7 +22,7 @@ import yaml
 
 from stratacrawl.cold import run_audit as audit
 from stratacrawl.cold.db import libpq_url
-from stratacrawl.loadtest.cpu import ServerCPU
+from stratacrawl.loadtest.cpu import ServerCPU, demote_the_rest
 from stratacrawl.loadtest.prefect_pool import CRASH_DETECTION_S, PrefectPool
 from stratacrawl.loadtest.processes import (
     CLEANER_NICE,
@@ -128,10 +128,13 @@ def run_loadtest(rt: Runtime, cfg: LoadTestConfig, out: Path) -> LoadTestResult:
                 others["prefect-server"] = UsageProbe(pool.start(), tree=True)
             before = servers.read()
             _run(rt, cfg, result, workers, clean, pool, sim, sources, arrivals, others)
+            rest = asyncio.run(demote_the_rest(rt))
+            result.figures["demoted_after_run"] = rest.rows
             cpu_per_page(result, {
                 "fetch workers": sum(w.usage.cpu_seconds for w in workers),
                 "cleaner": clean.usage.cpu_seconds,
                 **{name: probe.usage.cpu_seconds for name, probe in others.items()},
+                "demotion left by the workers": rest.client_cpu_s,
                 **ServerCPU.spent(before, servers.read())})
         finally:
             for p in (*workers, clean):

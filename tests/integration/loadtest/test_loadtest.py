@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from stratacrawl.cold.db import libpq_url
 from stratacrawl.loadtest.report import write_report
 from stratacrawl.loadtest.result import LoadTestConfig
 from stratacrawl.loadtest.run import run_loadtest
@@ -23,6 +25,8 @@ def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> 
                          drain_limit_s=60.0)
     with scratch_runtime("test_loadtest", 4) as rt:
         result = run_loadtest(rt, cfg, tmp_path)
+        with psycopg.connect(libpq_url(rt.database_url)) as conn:
+            outbox = conn.execute("SELECT count(*) FROM warm_outbox").fetchone()
     f = result.figures
     assert not result.failed, result.failed
     assert f["pages_landed"] > 50
@@ -43,6 +47,9 @@ def test_two_workers_one_killed_lose_nothing_and_stay_polite(tmp_path: Path) -> 
     assert {"fetch workers", "cleaner", "simulator", "postgres", "redis",
             "elasticsearch_api"} <= set(cpu) and all(v >= 0 for v in cpu.values())
     assert cpu["fetch workers"] > 0 and cpu["postgres"] > 0
+    # The warm indexing the workers left to the demotion deployment was done and counted.
+    assert outbox == (0,) and "demotion left by the workers" in cpu
+    assert f["demoted_after_run"] >= 0
     # 1,500 pages/s at that cost, to one decimal (a tolerance, not a second rounding:
     # 13.3 * 1.5 and 13.3 * 1500 / 1000 round to 20.0 and 19.9 in binary floating point)
     assert abs(f["cores_for_target_rate"] - f["cpu_ms_per_page"] * 1.5) <= 0.05 + 1e-9
