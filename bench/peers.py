@@ -95,6 +95,8 @@ def _stratacrawl(round_: int, folder: Path, sources_yaml: Path) -> dict[str, Any
              "--until-idle", "--json", "--worker-id", f"peer-{round_}"],
             rt.child_env(folder / f"state-{round_}"), log)
         rest = uvloop.run(demote_the_rest(rt))   # see "Per crawler" above
+        if rest.error:
+            raise RuntimeError(f"demotion after the crawl failed: {rest.error}")
         spent = ServerCPU.spent(before, servers.read())
     report = json.loads(log.read_text().strip().splitlines()[-1])
     hops = LatencyHistogram.from_json(report.get("list_hops") or {})
