@@ -123,16 +123,24 @@ def _rows(n: int, tasks: list[Any]) -> list[StagedFetch]:
         status=200, body_bytes=len(body)) for t in tasks[:n]]
 
 
+async def _leased_fetches(c: Any, source_id: str, n: int, first: int = 0
+                          ) -> list[StagedFetch]:
+    """``n`` new tasks of ``source_id`` (URL hashes from ``first`` on), leased by "bench",
+    as the fetches a worker would hand the staging writer."""
+    tasks = [NewTask(source_id, f"http://{source_id}.example/{i}", f"{first + i:032x}")
+             for i in range(n)]
+    for i in range(0, n, 50_000):
+        await c.frontier.add(tasks[i:i + 50_000])
+    claimed = []
+    while batch := await c.ledger.claim_direct(source_id, 10_000, "bench", _lease()):
+        claimed += batch
+    return _rows(n, claimed)
+
+
 async def _staging(rt: Any, n: int
                    ) -> tuple[float, float, float, float, dict[str, float]]:
     async with bench_components(rt) as c:
-        tasks = [NewTask("s", f"http://s.example/{i}", f"{i:032x}") for i in range(n)]
-        for i in range(0, n, 50_000):
-            await c.frontier.add(tasks[i:i + 50_000])
-        claimed = []
-        while batch := await c.ledger.claim_direct("s", 10_000, "bench", _lease()):
-            claimed += batch
-        items = _rows(n, claimed)
+        items = await _leased_fetches(c, "s", n)
         async with c.pool.connection() as conn:
             await ensure_partitions(conn, {items[0].fetched_at.date().isoformat()})
         await _analyze(c)
@@ -164,13 +172,7 @@ async def _one_stream(c: Any, n: int) -> dict[str, float]:
     """Seconds per 1,000 rows of each step of landing ``n`` more rows one flush at a time
     (``land`` straight, no writer: no hot-tier acknowledgement, nothing else running):
     the page COPY, the outcomes' COPY, the outcome statement, the commit."""
-    tasks = [NewTask("t", f"http://t.example/{i}", f"{i + n:032x}") for i in range(n)]
-    for i in range(0, n, 50_000):
-        await c.frontier.add(tasks[i:i + 50_000])
-    claimed = []
-    while batch := await c.ledger.claim_direct("t", 10_000, "bench", _lease()):
-        claimed += batch
-    items = _rows(n, claimed)
+    items = await _leased_fetches(c, "t", n, first=n)
     await _analyze(c)
     steps: dict[str, float] = {"commit": 0.0}
     for k in range(0, n, ROWS_PER_TRANSACTION):
