@@ -3,10 +3,12 @@
 Cold's warm outbox lists the URLs whose last fetch has not reached warm yet: the staging
 transaction appends an entry per source with the hashes of the URLs it fetched; demotion
 indexes the URLs' current state and removes the entries it indexed
-(``url_state.warm_synced_at`` records the crawl time warm holds). The crawl demotes as it
-goes; when Elasticsearch is down the outbox simply grows and the sinking or recovery flow
-backfills later — the crawl never waits for warm. Documents go to the weekly index of
-their crawl time, ``_id`` = URL hash, so re-demoting the same state is idempotent.
+(``url_state.warm_synced_at`` records the crawl time warm holds). A crawl demotes for up
+to ``end_demotion_s`` at its end (and every ``demote_every_s`` while it runs, if set); the
+``demotion`` deployment demotes the rest. When Elasticsearch is down the outbox simply
+grows and the sinking or recovery flow backfills later — the crawl never waits for warm.
+Documents go to the weekly index of their crawl time, ``_id`` = URL hash, so re-demoting
+the same state is idempotent.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ async def demote(pool: AsyncConnectionPool, warm: WarmStore,
     """Index unsynced URL state in warm until none is left (or ``max_rounds`` batches);
     an Elasticsearch failure stops the run and leaves the watermark where it was.
 
-    One process demotes at a time (a PostgreSQL advisory lock): every crawl worker runs
-    this every few seconds, and without the lock each indexed the same rows again."""
+    One process demotes at a time (a PostgreSQL advisory lock): crawl workers ending
+    together and the deployment all demote, and without the lock each indexed the same
+    rows again."""
     async with demotion_lock(pool) as got:
         if not got:
             return DemoteStats(busy=True)
