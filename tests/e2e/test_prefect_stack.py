@@ -110,9 +110,8 @@ def test_up_deploys_and_runs_on_the_worker_then_down(tmp_path: Path) -> None:
 
 def _a_run_that_stops_beating(api: str) -> tuple[str, float]:
     """A Running run with one heartbeat and then none (its host lost): (its id, when)."""
-    flow = httpx.post(f"{api}/flows/", json={"name": "zombie-probe"}, timeout=10).json()
-    run = httpx.post(f"{api}/flow_runs/", json={"flow_id": flow["id"], "state": {
-        "type": "RUNNING"}}, timeout=10).json()
+    flow = _created(f"{api}/flows/", {"name": "zombie-probe"})
+    run = _created(f"{api}/flow_runs/", {"flow_id": flow["id"], "state": {"type": "RUNNING"}})
     assert run["state"]["type"] == "RUNNING"
     beat = {"id": str(uuid.uuid4()), "event": "prefect.flow-run.heartbeat",
             "occurred": datetime.now(UTC).isoformat(),
@@ -136,19 +135,22 @@ def _crashed_for_its_silence(api: str, zombie: tuple[str, float]) -> None:
 
 
 def _start_run(api: str, deployment_id: str) -> dict:
-    """A run of the deployment, created now. The scheduler creates runs of the scheduled
-    deployments at the same time (SQLite): a create may be refused for a moment; it must
-    succeed within a few tries."""
-    run: dict = {}
+    """A run of the deployment, created now."""
+    return _created(f"{api}/deployments/{deployment_id}/create_flow_run", {})
+
+
+def _created(url: str, payload: dict) -> dict:
+    """What a POST that creates an object (a flow, a flow run) returns. Right after `up`
+    the scheduler creates runs of the scheduled deployments at the same time (SQLite): a
+    create may be refused for a moment; it must succeed within a few tries."""
     for _ in range(20):
-        resp = httpx.post(f"{api}/deployments/{deployment_id}/create_flow_run", json={},
-                          timeout=10)
-        run = resp.json() if resp.headers.get("content-type", "").startswith(
+        resp = httpx.post(url, json=payload, timeout=10)
+        made = resp.json() if resp.headers.get("content-type", "").startswith(
             "application/json") else {}
-        if resp.status_code < 300 and "id" in run:
-            return run
+        if resp.status_code < 300 and "id" in made:
+            return dict(made)
         time.sleep(1)
-    raise AssertionError(f"create_flow_run kept failing: {resp.status_code} {resp.text[:500]}")
+    raise AssertionError(f"POST {url} kept failing: {resp.status_code} {resp.text[:500]}")
 
 
 def _wait_for_run(api: str, run_id: str, seconds: float) -> str | None:
