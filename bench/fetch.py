@@ -126,7 +126,8 @@ def _rows(n: int, tasks: list[Any]) -> list[StagedFetch]:
 async def _leased_fetches(c: Any, source_id: str, n: int, first: int = 0
                           ) -> list[StagedFetch]:
     """``n`` new tasks of ``source_id`` (URL hashes from ``first`` on), leased by "bench",
-    as the fetches a worker would hand the staging writer."""
+    as the fetches a worker would hand the staging writer; their day's staging partition
+    made and the ledger's statistics taken, as on a live crawl database."""
     tasks = [NewTask(source_id, f"http://{source_id}.example/{i}", f"{first + i:032x}")
              for i in range(n)]
     for i in range(0, n, 50_000):
@@ -134,16 +135,17 @@ async def _leased_fetches(c: Any, source_id: str, n: int, first: int = 0
     claimed = []
     while batch := await c.ledger.claim_direct(source_id, 10_000, "bench", _lease()):
         claimed += batch
-    return _rows(n, claimed)
+    items = _rows(n, claimed)
+    async with c.pool.connection() as conn:
+        await ensure_partitions(conn, {items[0].fetched_at.date().isoformat()})
+    await _analyze(c)
+    return items
 
 
 async def _staging(rt: Any, n: int
                    ) -> tuple[float, float, float, float, dict[str, float]]:
     async with bench_components(rt) as c:
         items = await _leased_fetches(c, "s", n)
-        async with c.pool.connection() as conn:
-            await ensure_partitions(conn, {items[0].fetched_at.date().isoformat()})
-        await _analyze(c)
         t0 = time.perf_counter()
         async with StagingWriter(pool=c.pool, frontier=c.frontier,
                                  hot_urls=c.hot_urls, spool=c.spool, owner="bench",
@@ -173,7 +175,6 @@ async def _one_stream(c: Any, n: int) -> dict[str, float]:
     (``land`` straight, no writer: no hot-tier acknowledgement, nothing else running):
     the page COPY, the outcomes' COPY, the outcome statement, the commit."""
     items = await _leased_fetches(c, "t", n, first=n)
-    await _analyze(c)
     steps: dict[str, float] = {"commit": 0.0}
     for k in range(0, n, ROWS_PER_TRANSACTION):
         async with c.pool.connection() as conn:

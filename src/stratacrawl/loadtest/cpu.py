@@ -5,6 +5,8 @@ A server is found by the port it listens on; what it spent is its own CPU time, 
 its live child processes (PostgreSQL's backends) and that of the children it has reaped
 (a backend whose connection closed), so a reading taken after a run minus one taken
 before is everything the server did in between. Servers on other hosts read as absent.
+``demote_the_rest`` does, after a run, the warm indexing its crawls left to the
+``demotion`` deployment, so those readings include it.
 """
 
 from __future__ import annotations
